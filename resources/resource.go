@@ -1,0 +1,90 @@
+package resources
+
+import (
+	"context"
+	"io"
+	"log/slog"
+)
+
+// Resource is the contract every resource type implements (mgmt's
+// CheckApply). The engine (Execute) drives it: check, stop in noop, apply,
+// re-check.
+type Resource interface {
+	// Validate checks the properties only; it never touches the system.
+	Validate() error
+	// CheckApply converges the resource in one call. With apply false it only
+	// reports whether it would change (and how, in Result). An error means
+	// the resource failed.
+	CheckApply(ctx context.Context, env *Env, apply bool) (Result, error)
+}
+
+// Refresher is implemented by types that act when a resource they subscribe
+// to changed (exec with refreshonly, service restart). The engine sets
+// Env.Refresh; types that do not implement Refresher ignore refreshes.
+type Refresher interface {
+	Resource
+	// Refreshable reports whether a refresh makes this resource act.
+	Refreshable() bool
+}
+
+// Rechecker lets a type opt out of the engine's re-check after apply. Types
+// whose check cannot observe the effect of apply (a command with no creates
+// guard) return false; the default, for types that do not implement it, is
+// to re-check.
+type Rechecker interface {
+	Recheck() bool
+}
+
+// Result is what CheckApply reports.
+type Result struct {
+	// Changed is true when the resource changed (or, in noop, would change).
+	Changed bool
+	// Message is a short human description ("created", "content differs").
+	Message string
+	// Diff optionally shows what differs.
+	Diff string
+}
+
+// Env is what the engine gives a resource for one execution. It is built per
+// task and never shared between tasks.
+type Env struct {
+	// Refresh is true when a resource this one subscribes to changed.
+	Refresh bool
+	// Noop is the run's noop mode (CheckApply receives apply=false then).
+	Noop bool
+	// WorkDir is the directory relative paths resolve against; empty means
+	// the process's working directory.
+	WorkDir string
+	// Runner runs system commands; tests replace it with recorded outputs.
+	Runner CommandRunner
+	// Logger carries run, resource and manifest attributes.
+	Logger *slog.Logger
+}
+
+// CommandRunner runs a system command. Implementations must honour ctx
+// cancellation by killing the process (and its process group).
+type CommandRunner interface {
+	Run(ctx context.Context, cmd Command) (CommandResult, error)
+}
+
+// Command is one command to run.
+type Command struct {
+	// Argv is the program and its arguments (posix provider); for the shell
+	// provider it is {"/bin/sh", "-c", line}.
+	Argv []string
+	// Dir is the working directory; empty means inherit.
+	Dir string
+	// Env is extra environment in KEY=VALUE form, added to the process's.
+	Env []string
+	// Path, when set, replaces PATH.
+	Path string
+	// Stdin optionally feeds the command.
+	Stdin io.Reader
+}
+
+// CommandResult is what a finished command produced.
+type CommandResult struct {
+	ExitCode int
+	Stdout   []byte
+	Stderr   []byte
+}

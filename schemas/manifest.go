@@ -1,0 +1,90 @@
+package schemas
+
+import (
+	"fmt"
+	"time"
+)
+
+// Ordering says how resources without explicit edges are ordered.
+type Ordering string
+
+const (
+	// OrderingManifest runs resources in declaration order, as CCM does.
+	OrderingManifest Ordering = "manifest"
+	// OrderingGraph runs resources only after their explicit require and
+	// subscribe targets; independent resources run in parallel.
+	OrderingGraph Ordering = "graph"
+)
+
+// Position is a place in a manifest file. Line and Column are 1-based; zero
+// means unknown.
+type Position struct {
+	File   string `json:"file,omitempty"`
+	Line   int    `json:"line,omitempty"`
+	Column int    `json:"column,omitempty"`
+}
+
+// String renders the position as file:line:col, leaving out unknown parts.
+func (p Position) String() string {
+	switch {
+	case p.Line == 0:
+		return p.File
+	case p.Column == 0:
+		return fmt.Sprintf("%s:%d", p.File, p.Line)
+	default:
+		return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Column)
+	}
+}
+
+// Manifest is a loaded, validated and normalised manifest. Whatever shape it
+// was written in (CCM block shape or flat, YAML, JSON or CUE), it ends up
+// here.
+type Manifest struct {
+	// Path is the file the manifest was loaded from, as given.
+	Path string `json:"path"`
+	// Data holds the manifest's `data:` defaults.
+	Data map[string]any `json:"data,omitempty"`
+	// Ordering defaults to OrderingManifest.
+	Ordering Ordering `json:"ordering"`
+	// FailOnError stops dispatching after the first failed resource.
+	FailOnError bool `json:"fail_on_error"`
+	// Resources in declaration order, with `defaults` entries merged in.
+	Resources []Resource `json:"resources"`
+}
+
+// Control is CCM's control property: guard expressions evaluated before a
+// resource runs.
+type Control struct {
+	If     string `json:"if,omitempty"`
+	Unless string `json:"unless,omitempty"`
+}
+
+// Resource is one resource of a manifest, normalised to the flat shape.
+// Common properties have fields; the type-specific ones stay in Properties
+// (already checked against the type's closed CUE schema), still holding any
+// template expressions, for the worker to render and decode.
+type Resource struct {
+	Type      string   `json:"type"`
+	Name      string   `json:"name"`
+	Alias     string   `json:"alias,omitempty"`
+	Ensure    string   `json:"ensure,omitempty"`
+	Provider  string   `json:"provider,omitempty"`
+	Require   []string `json:"require,omitempty"`
+	Subscribe []string `json:"subscribe,omitempty"`
+	Control   *Control `json:"control,omitempty"`
+	// HealthChecks are kept raw until the resource library interprets them.
+	HealthChecks []map[string]any `json:"health_checks,omitempty"`
+	// Target is the worker pool; empty means the run's pool.
+	Target string `json:"target,omitempty"`
+	// Timeout bounds one execution; zero means the engine default.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Retry is how many more attempts a failed execution gets.
+	Retry int `json:"retry,omitempty"`
+	// Properties are the type-specific properties (not the common ones above).
+	Properties map[string]any `json:"properties,omitempty"`
+	// Pos is where the resource is declared.
+	Pos Position `json:"pos"`
+}
+
+// Ref returns the resource's reference, "type#name".
+func (r Resource) Ref() string { return r.Type + "#" + r.Name }
