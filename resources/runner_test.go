@@ -1,0 +1,194 @@
+package resources
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestOSRunnerOutputAndExitCode(t *testing.T) {
+	t.Parallel()
+	res, err := OSRunner{}.Run(t.Context(), Command{
+		Argv: []string{"/bin/sh", "-c", "echo out; echo err >&2; exit 3"},
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.ExitCode != 3 {
+		t.Errorf("ExitCode = %d, want 3", res.ExitCode)
+	}
+	if got := string(res.Stdout); got != "out\n" {
+		t.Errorf("Stdout = %q", got)
+	}
+	if got := string(res.Stderr); got != "err\n" {
+		t.Errorf("Stderr = %q", got)
+	}
+}
+
+func TestOSRunnerSignalExitCode(t *testing.T) {
+	t.Parallel()
+	res, err := OSRunner{}.Run(t.Context(), Command{Argv: []string{"/bin/sh", "-c", "kill -TERM $$"}})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if want := 128 + int(syscall.SIGTERM); res.ExitCode != want {
+		t.Errorf("ExitCode = %d, want %d", res.ExitCode, want)
+	}
+}
+
+func TestOSRunnerDirEnvStdin(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	res, err := OSRunner{}.Run(t.Context(), Command{
+		Argv:  []string{"/bin/sh", "-c", `pwd; echo "$MANIFOLD_A-$MANIFOLD_B"; cat`},
+		Dir:   dir,
+		Env:   []string{"MANIFOLD_A=1", "MANIFOLD_B=two words"},
+		Stdin: strings.NewReader("from stdin"),
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	realDir, _ := filepath.EvalSymlinks(dir)
+	want := realDir + "\n1-two words\nfrom stdin"
+	if got := string(res.Stdout); got != want {
+		t.Errorf("Stdout = %q, want %q", got, want)
+	}
+}
+
+func TestOSRunnerPath(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	tool := filepath.Join(bin, "manifold-test-tool")
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\necho \"tool $1 PATH=$PATH\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := bin + ":/usr/bin:/bin"
+	res, err := OSRunner{}.Run(t.Context(), Command{Argv: []string{"manifold-test-tool", "x"}, Path: path})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got, want := string(res.Stdout), "tool x PATH="+path+"\n"; got != want {
+		t.Errorf("Stdout = %q, want %q", got, want)
+	}
+
+	// Without the Path the tool is not found: that is an error, not an exit code.
+	_, err = OSRunner{}.Run(t.Context(), Command{Argv: []string{"manifold-test-tool"}, Path: "/nonexistent"})
+	if !errors.Is(err, exec.ErrNotFound) {
+		t.Errorf("Run without tool in PATH: err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestOSRunnerStartFailure(t *testing.T) {
+	t.Parallel()
+	_, err := OSRunner{}.Run(t.Context(), Command{Argv: []string{"/bin/sh"}, Dir: filepath.Join(t.TempDir(), "missing")})
+	if err == nil {
+		t.Fatal("Run in a missing dir: want an error")
+	}
+	if _, err := (OSRunner{}).Run(t.Context(), Command{}); err == nil {
+		t.Fatal("Run with empty argv: want an error")
+	}
+}
+
+// TestOSRunnerCancelKillsGroup checks that a cancelled command takes its
+// grandchildren with it, and that Run returns promptly.
+func TestOSRunnerCancelKillsGroup(t *testing.T) {
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := OSRunner{}.Run(ctx, Command{
+		Argv: []string{"/bin/sh", "-c", `sleep 30 & echo $! > "$1"; wait`, "sh", pidFile},
+	})
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("Run took %v after cancel", elapsed)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+	b, rerr := os.ReadFile(pidFile)
+	if rerr != nil {
+		t.Fatalf("read pid file: %v", rerr)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	waitDead(t, pid)
+}
+
+// waitDead fails unless pid is gone or a zombie (an orphan that init has not
+// reaped yet) within a deadline.
+func waitDead(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+			// Field 3 is the state; the command name in field 2 is in parens.
+			if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("grandchild %d still alive", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestOSRunnerOutputCap(t *testing.T) {
+	t.Parallel()
+	res, err := OSRunner{}.Run(t.Context(), Command{
+		Argv: []string{"/bin/sh", "-c", "yes 0123456789 | head -c 2500000; printf END"},
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	out := string(res.Stdout)
+	if !strings.HasPrefix(out, "[manifold: ") || !strings.Contains(out, "bytes of output truncated]") {
+		t.Errorf("output does not start with a truncation note: %q", out[:min(80, len(out))])
+	}
+	if !strings.HasSuffix(out, "END") {
+		t.Errorf("output does not keep the tail: %q", out[max(0, len(out)-20):])
+	}
+	_, body, _ := strings.Cut(out, "]\n")
+	if len(body) != MaxCommandOutput {
+		t.Errorf("kept %d bytes, want %d", len(body), MaxCommandOutput)
+	}
+}
+
+func TestTailBuffer(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		writes []string
+		want   string
+	}{
+		{"fits", []string{"ab", "cd"}, "abcd"},
+		{"exact", []string{"abcdefgh"}, "abcdefgh"},
+		{"one big write", []string{"0123456789"}, "[manifold: 2 bytes of output truncated]\n23456789"},
+		{"many small writes", []string{"012", "345", "678", "9"}, "[manifold: 2 bytes of output truncated]\n23456789"},
+		{"big after small", []string{"xy", "0123456789"}, "[manifold: 4 bytes of output truncated]\n23456789"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &tailBuffer{max: 8}
+			for _, w := range tt.writes {
+				if n, err := b.Write([]byte(w)); n != len(w) || err != nil {
+					t.Fatalf("Write = %d, %v", n, err)
+				}
+			}
+			if got := string(b.Bytes()); got != tt.want {
+				t.Errorf("Bytes = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
