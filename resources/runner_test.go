@@ -192,3 +192,80 @@ func TestTailBuffer(t *testing.T) {
 		})
 	}
 }
+
+// ReplayRunner is tested here next to OSRunner, the runner it stands in for.
+
+func TestReplayRunnerFromFile(t *testing.T) {
+	t.Parallel()
+	r, err := LoadReplay(filepath.Join("testdata", "replay", "dpkg.json"))
+	if err != nil {
+		t.Fatalf("LoadReplay: %v", err)
+	}
+	query := Command{Argv: []string{"dpkg-query", "-W", "-f=${Status} ${Version}", "jq"}}
+
+	res, err := r.Run(t.Context(), query)
+	if err != nil || res.ExitCode != 1 || !strings.Contains(string(res.Stderr), "no packages found") {
+		t.Fatalf("first query = %+v, %v", res, err)
+	}
+	if err := r.Verify(); err == nil || !strings.Contains(err.Error(), "apt-get install -y jq") {
+		t.Errorf("Verify before install = %v, want it to name apt-get", err)
+	}
+	if res, err := r.Run(t.Context(), Command{Argv: []string{"apt-get", "install", "-y", "jq"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("install = %+v, %v", res, err)
+	}
+	res, err = r.Run(t.Context(), query)
+	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "install ok installed 1.7.1-3" {
+		t.Fatalf("second query = %+v, %v", res, err)
+	}
+	if err := r.Verify(); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+	if got := len(r.Calls()); got != 3 {
+		t.Errorf("Calls = %d, want 3", got)
+	}
+
+	// Every step is used up now: a fourth query is unexpected.
+	_, err = r.Run(t.Context(), query)
+	if !errors.Is(err, ErrUnexpectedCommand) || !strings.Contains(err.Error(), `dpkg-query -W "-f=${Status} ${Version}" jq`) {
+		t.Errorf("extra query: err = %v", err)
+	}
+}
+
+func TestReplayRunnerErrors(t *testing.T) {
+	t.Parallel()
+	r := NewReplayRunner(ReplayStep{Argv: []string{"systemctl", "start", "x"}, Err: "no such file"})
+	if _, err := r.Run(t.Context(), Command{Argv: []string{"systemctl", "stop", "x"}}); !errors.Is(err, ErrUnexpectedCommand) ||
+		!strings.Contains(err.Error(), "systemctl stop x") {
+		t.Errorf("unexpected command: err = %v", err)
+	}
+	if _, err := r.Run(t.Context(), Command{Argv: []string{"systemctl", "start", "x"}}); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("step with Err: err = %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := NewReplayRunner().Run(ctx, Command{Argv: []string{"true"}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled ctx: err = %v", err)
+	}
+}
+
+func TestLoadReplayErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"unknown-field.json": `[{"argv": ["x"], "exitcode": 1}]`,
+		"empty-argv.json":    `[{"exit": 1}]`,
+		"missing-file.json":  `[{"argv": ["x"], "stdout_file": "nope.out"}]`,
+		"not-json.json":      `argv: [x]`,
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadReplay(p); err == nil {
+			t.Errorf("LoadReplay(%s): want an error", name)
+		}
+	}
+	if _, err := LoadReplay(filepath.Join(dir, "missing.json")); err == nil {
+		t.Error("LoadReplay(missing): want an error")
+	}
+}
