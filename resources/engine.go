@@ -1,0 +1,170 @@
+package resources
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Status is how one execution of a resource ended.
+type Status string
+
+const (
+	// StatusChanged means the resource changed, or in noop would change.
+	StatusChanged Status = "changed"
+	// StatusStable means the resource was already in its desired state.
+	StatusStable Status = "stable"
+	// StatusFailed means check, apply or the re-check failed; Outcome.Err
+	// says why.
+	StatusFailed Status = "failed"
+)
+
+// Outcome is what Execute reports for one resource.
+type Outcome struct {
+	// Status is changed, stable or failed.
+	Status Status
+	// Changed is true when the resource changed or, in noop, would change.
+	// Resources subscribing to this one are refreshed when it is true.
+	Changed bool
+	// Noop is true when nothing was applied because Env.Noop was set; a
+	// changed Status then means "would change".
+	Noop bool
+	// Refreshed is true when a refresh made a Refresher act (or, in noop,
+	// would have made it act).
+	Refreshed bool
+	// Message is a short human description: what changed ("created"), what
+	// would change in noop ("would change: content differs") or the error.
+	Message string
+	// Diff optionally shows what differs (or, for ErrNotConverged, what
+	// still differs after apply).
+	Diff string
+	// Err is set when Status is failed. It wraps ErrNotConverged when the
+	// re-check still found drift, and the context's cause when ctx ended.
+	Err error
+}
+
+// Execute runs one resource through the engine: check (CheckApply with
+// apply=false); stable when nothing differs, unless Env.Refresh is set and
+// the resource is a Refresher with Refreshable() true; in noop, stop and
+// report what would change; otherwise apply (CheckApply with apply=true) and
+// re-check (unless the type is a Rechecker whose Recheck() is false), failing
+// with ErrNotConverged when the re-check still reports a change.
+//
+// The re-check runs with Env.Refresh false: apply consumed the refresh.
+// Execute returns early, failed with the context's cause, once ctx is done;
+// a panic in the resource becomes a failed Outcome. env is not modified; a
+// nil env means the zero Env.
+func Execute(ctx context.Context, res Resource, env *Env) (out Outcome) {
+	if env == nil {
+		env = &Env{}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			out = failed(ctx, "execute", fmt.Errorf("panic: %v", r))
+		}
+	}()
+
+	if ctx.Err() != nil {
+		return failed(ctx, "check", context.Cause(ctx))
+	}
+	check, err := res.CheckApply(ctx, env, false)
+	if err != nil {
+		return failed(ctx, "check", err)
+	}
+	refresh := env.Refresh && refreshable(res)
+	if !check.Changed && !refresh {
+		return Outcome{Status: StatusStable, Message: check.Message}
+	}
+
+	if env.Noop {
+		return Outcome{
+			Status:    StatusChanged,
+			Changed:   true,
+			Noop:      true,
+			Refreshed: refresh,
+			Message:   wouldMessage(check, refresh),
+			Diff:      check.Diff,
+		}
+	}
+
+	if ctx.Err() != nil {
+		return failed(ctx, "apply", context.Cause(ctx))
+	}
+	applied, err := res.CheckApply(ctx, env, true)
+	if err != nil {
+		o := failed(ctx, "apply", err)
+		o.Diff = check.Diff
+		return o
+	}
+	if !applied.Changed {
+		// Apply found nothing to do: someone converged it in between, or a
+		// refreshable type declined the refresh.
+		return Outcome{Status: StatusStable, Message: applied.Message}
+	}
+
+	if rc, ok := res.(Rechecker); !ok || rc.Recheck() {
+		if ctx.Err() != nil {
+			return failed(ctx, "re-check", context.Cause(ctx))
+		}
+		recheckEnv := *env
+		recheckEnv.Refresh = false
+		again, err := res.CheckApply(ctx, &recheckEnv, false)
+		if err != nil {
+			return failed(ctx, "re-check", err)
+		}
+		if again.Changed {
+			detail := cmp.Or(again.Message, "still differs")
+			if again.Diff != "" {
+				detail += "\n" + again.Diff
+			}
+			o := failed(ctx, "re-check", fmt.Errorf("%w: %s", ErrNotConverged, detail))
+			o.Diff = again.Diff
+			return o
+		}
+	}
+
+	return Outcome{
+		Status:    StatusChanged,
+		Changed:   true,
+		Refreshed: refresh,
+		Message:   cmp.Or(applied.Message, check.Message, "changed"),
+		Diff:      cmp.Or(applied.Diff, check.Diff),
+	}
+}
+
+// refreshable reports whether res acts on refreshes.
+func refreshable(res Resource) bool {
+	r, ok := res.(Refresher)
+	return ok && r.Refreshable()
+}
+
+// wouldMessage words a noop outcome.
+func wouldMessage(check Result, refresh bool) string {
+	switch {
+	case check.Changed && refresh:
+		return "would change: " + cmp.Or(check.Message, "differs") + " (and refresh)"
+	case check.Changed:
+		return "would change: " + cmp.Or(check.Message, "differs")
+	default:
+		return "would refresh"
+	}
+}
+
+// failed builds a failed Outcome for an error in stage. When ctx is done the
+// context's cause is wrapped too, so errors.Is(out.Err, context.Canceled)
+// (or the caller's cause) holds.
+func failed(ctx context.Context, stage string, err error) Outcome {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		err = fmt.Errorf("%w: %w", cause, err)
+	}
+	err = fmt.Errorf("%s: %w", stage, err)
+	return Outcome{Status: StatusFailed, Message: firstLine(err.Error()), Err: err}
+}
+
+// firstLine keeps messages one line long; diffs go in Outcome.Diff.
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}

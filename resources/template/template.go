@@ -1,0 +1,266 @@
+package template
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/vm"
+)
+
+// Scope is what expressions can see.
+type Scope struct {
+	// Data is the run's data: manifest defaults, hierarchy overrides, the
+	// apply resource's data, run overrides.
+	Data map[string]any
+	// Facts are the executing host's facts.
+	Facts map[string]any
+	// Environ is the process environment of the worker.
+	Environ map[string]string
+}
+
+// SyntaxError is a template whose markers do not pair up.
+type SyntaxError struct {
+	// Template is the text being rendered.
+	Template string
+	// Offset is the byte offset of the unclosed opener.
+	Offset int
+	// Opener is "{{" or "${".
+	Opener string
+}
+
+// Error implements error.
+func (e *SyntaxError) Error() string {
+	closer := "}}"
+	if e.Opener == "${" {
+		closer = "}"
+	}
+	return fmt.Sprintf("template: %q at offset %d has no closing %q (write \\%s for a literal %s)",
+		e.Opener, e.Offset, closer, e.Opener, e.Opener)
+}
+
+// ExprError is an expression that failed to compile or run.
+type ExprError struct {
+	// Expr is the expression text, without its markers.
+	Expr string
+	// Err is expr-lang's error.
+	Err error
+}
+
+// Error implements error.
+func (e *ExprError) Error() string {
+	return fmt.Sprintf("template: expression %q: %s", e.Expr, firstLine(e.Err.Error()))
+}
+
+// Unwrap returns the underlying error.
+func (e *ExprError) Unwrap() error { return e.Err }
+
+// HasTemplate reports whether s contains an expression opener ("{{" or
+// "${", escaped or not). It is a cheap test: a string for which it is false
+// renders to itself.
+func HasTemplate(s string) bool {
+	return strings.Contains(s, "{{") || strings.Contains(s, "${")
+}
+
+// Render renders one string. Without markers s is returned unchanged (as a
+// string); when s is exactly one expression the expression's native value is
+// returned; otherwise the text with every expression's value formatted in.
+//
+// A missing key in lookup without a default returns a *MissingKeyError; a
+// failing expression an *ExprError; unpaired markers a *SyntaxError.
+func Render(s string, scope Scope) (any, error) {
+	if !HasTemplate(s) {
+		return s, nil
+	}
+	parts, err := parse(s)
+	if err != nil {
+		return nil, err
+	}
+	env := scope.env()
+	if len(parts) == 1 && parts[0].expr {
+		return eval(parts[0].text, env)
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if !p.expr {
+			b.WriteString(p.text)
+			continue
+		}
+		v, err := eval(p.text, env)
+		if err != nil {
+			return nil, err
+		}
+		if err := format(&b, v); err != nil {
+			return nil, &ExprError{Expr: p.text, Err: err}
+		}
+	}
+	return b.String(), nil
+}
+
+// RenderValue renders every string inside v, walking map[string]any, []any,
+// map[string]string and []string recursively; other values are returned as
+// they are. The input is not modified: maps and slices are copied. Errors
+// name the path of the failing value ("env.1: ...", "content: ...").
+func RenderValue(v any, scope Scope) (any, error) {
+	return renderValue(v, scope, "")
+}
+
+func renderValue(v any, scope Scope, path string) (any, error) {
+	switch v := v.(type) {
+	case string:
+		out, err := Render(v, scope)
+		if err != nil {
+			return nil, atPath(path, err)
+		}
+		return out, nil
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			r, err := renderValue(e, scope, join(path, k))
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			r, err := renderValue(e, scope, join(path, fmt.Sprint(i)))
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	case map[string]string:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			r, err := renderValue(e, scope, join(path, k))
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []string:
+		out := make([]any, len(v))
+		for i, e := range v {
+			r, err := renderValue(e, scope, join(path, fmt.Sprint(i)))
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	default:
+		return v, nil
+	}
+}
+
+// PathError says where in a value a rendering error happened.
+type PathError struct {
+	// Path is dotted: "properties.content", "env.1".
+	Path string
+	// Err is the rendering error (*MissingKeyError, *ExprError,
+	// *SyntaxError).
+	Err error
+}
+
+// Error implements error.
+func (e *PathError) Error() string { return e.Path + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *PathError) Unwrap() error { return e.Err }
+
+func atPath(path string, err error) error {
+	if path == "" {
+		return err
+	}
+	var pe *PathError
+	if errors.As(err, &pe) {
+		return &PathError{Path: join(path, pe.Path), Err: pe.Err}
+	}
+	return &PathError{Path: path, Err: err}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// format writes one value into mixed text.
+func format(b *strings.Builder, v any) error {
+	switch v := v.(type) {
+	case nil:
+	case string:
+		b.WriteString(v)
+	case []byte:
+		b.Write(v)
+	case map[string]any, []any, map[string]string, []string, []int, []float64, map[any]any:
+		j, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		b.Write(j)
+	default:
+		fmt.Fprintf(b, "%v", v)
+	}
+	return nil
+}
+
+// maxCached bounds the program cache; beyond it programs are compiled but
+// not kept, so a stream of distinct expressions cannot grow memory forever.
+const maxCached = 4096
+
+var (
+	programs     sync.Map // expression text → *vm.Program
+	programCount atomic.Int64
+)
+
+// eval compiles (once per distinct expression text) and runs expression e.
+func eval(e string, env map[string]any) (any, error) {
+	program, err := compile(e)
+	if err != nil {
+		return nil, &ExprError{Expr: e, Err: err}
+	}
+	out, err := expr.Run(program, env)
+	if err != nil {
+		var missing *MissingKeyError
+		if errors.As(err, &missing) {
+			return nil, missing
+		}
+		return nil, &ExprError{Expr: e, Err: err}
+	}
+	return out, nil
+}
+
+// compile returns the cached program of e. Programs are compiled against the
+// shape of Scope.env, which is the same for every scope (only values
+// differ), so one program serves every render.
+func compile(e string) (*vm.Program, error) {
+	if p, ok := programs.Load(e); ok {
+		return p.(*vm.Program), nil
+	}
+	p, err := expr.Compile(e, expr.Env(Scope{}.env()))
+	if err != nil {
+		return nil, err
+	}
+	if programCount.Load() < maxCached {
+		if _, loaded := programs.LoadOrStore(e, p); !loaded {
+			programCount.Add(1)
+		}
+	}
+	return p, nil
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
