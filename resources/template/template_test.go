@@ -120,9 +120,12 @@ func TestRenderErrors(t *testing.T) {
 			message: `lookup "data.servers.7": key not found`,
 		},
 		{
-			name:    "unclosed double",
-			in:      "port={{ lookup('data.port') }",
-			check:   func(err error) bool { var s *SyntaxError; return errors.As(err, &s) && s.Offset == 5 && s.Opener == "{{" },
+			name: "unclosed double",
+			in:   "port={{ lookup('data.port') }",
+			check: func(err error) bool {
+				var s *SyntaxError
+				return errors.As(err, &s) && s.Offset == 5 && s.Opener == "{{"
+			},
 			message: `template: "{{" at offset 5 has no closing "}}"`,
 		},
 		{
