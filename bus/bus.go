@@ -1,0 +1,239 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config sets how the streams, buckets and consumers are provisioned. Zero
+// values take the defaults documented on each field.
+type Config struct {
+	// Replicas of every stream and bucket: 1 for a single server, 3 in a
+	// cluster. Defaults to 1.
+	Replicas int
+	// WorkerTTL is how long a worker registration lives without a
+	// heartbeat. Defaults to 15s.
+	WorkerTTL time.Duration
+	// TaskAckWait is how long a worker may hold a task without acking or
+	// sending progress before it is redelivered. Defaults to 30s.
+	TaskAckWait time.Duration
+	// TaskMaxDeliver caps deliveries of one task message. Defaults to 5.
+	TaskMaxDeliver int
+	// EventsMaxAge is how long progress events are kept. Defaults to 24h.
+	EventsMaxAge time.Duration
+	// ResultsTTL is how long finished task outcomes are remembered for
+	// redeliveries. Defaults to 24h.
+	ResultsTTL time.Duration
+	// DuplicateWindow is the window in which a run request with the same
+	// Nats-Msg-Id is dropped. Defaults to 2m.
+	DuplicateWindow time.Duration
+	// MaxBundleBytes caps one bundle in the object store. Defaults to 64 MiB.
+	MaxBundleBytes int64
+}
+
+// WithDefaults returns cfg with every zero field set to its default.
+func (cfg Config) WithDefaults() Config {
+	cfg.Replicas = max(cfg.Replicas, 1)
+	cfg.WorkerTTL = durationOr(cfg.WorkerTTL, 15*time.Second)
+	cfg.TaskAckWait = durationOr(cfg.TaskAckWait, 30*time.Second)
+	if cfg.TaskMaxDeliver <= 0 {
+		cfg.TaskMaxDeliver = 5
+	}
+	cfg.EventsMaxAge = durationOr(cfg.EventsMaxAge, 24*time.Hour)
+	cfg.ResultsTTL = durationOr(cfg.ResultsTTL, 24*time.Hour)
+	cfg.DuplicateWindow = durationOr(cfg.DuplicateWindow, 2*time.Minute)
+	if cfg.MaxBundleBytes <= 0 {
+		cfg.MaxBundleBytes = 64 << 20
+	}
+	return cfg
+}
+
+// Bus is a provisioned connection to manifold's streams, buckets and object
+// store. It is safe for concurrent use.
+type Bus struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	cfg     Config
+	runs    *Bucket
+	workers *Bucket
+	results *Bucket
+	bundles jetstream.ObjectStore
+}
+
+// Open provisions (idempotently) everything manifold needs on the server
+// behind nc and returns the Bus. In a cluster it retries while the
+// JetStream meta leader is being elected, until ctx ends.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
+	cfg = cfg.WithDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("bus: jetstream: %w", err)
+	}
+	b := &Bus{nc: nc, js: js, cfg: cfg}
+	for {
+		err = b.provision(ctx)
+		if err == nil {
+			return b, nil
+		}
+		if ctx.Err() != nil || !retryable(err) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (%w)", err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func retryable(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+func (b *Bus) provision(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r := b.cfg.Replicas
+	streams := []jetstream.StreamConfig{
+		{Name: StreamRuns, Subjects: []string{SubjectRunSubmit}, Retention: jetstream.WorkQueuePolicy,
+			Duplicates: b.cfg.DuplicateWindow, Replicas: r, Description: "manifold run requests"},
+		{Name: StreamTasks, Subjects: []string{SubjectTasksAll}, Retention: jetstream.WorkQueuePolicy,
+			Duplicates: b.cfg.DuplicateWindow, Replicas: r, Description: "manifold resource tasks"},
+		{Name: StreamOutcomes, Subjects: []string{SubjectOutcomesAll}, Retention: jetstream.WorkQueuePolicy,
+			Replicas: r, Description: "manifold task outcomes"},
+		{Name: StreamEvents, Subjects: []string{SubjectEventsAll}, Retention: jetstream.LimitsPolicy,
+			MaxAge: b.cfg.EventsMaxAge, Replicas: r, Description: "manifold progress events"},
+	}
+	for _, sc := range streams {
+		if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("bus: provision stream %s: %w", sc.Name, err)
+		}
+	}
+	var err error
+	if b.runs, err = b.bucket(ctx, jetstream.KeyValueConfig{Bucket: BucketRuns, History: 1, Replicas: r,
+		Description: "manifold run records"}); err != nil {
+		return err
+	}
+	if b.workers, err = b.bucket(ctx, jetstream.KeyValueConfig{Bucket: BucketWorkers, TTL: b.cfg.WorkerTTL,
+		Replicas: r, Description: "manifold live workers"}); err != nil {
+		return err
+	}
+	if b.results, err = b.bucket(ctx, jetstream.KeyValueConfig{Bucket: BucketResults, TTL: b.cfg.ResultsTTL,
+		Replicas: r, Description: "manifold finished task outcomes"}); err != nil {
+		return err
+	}
+	b.bundles, err = b.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: BucketBundles,
+		Replicas: r, Description: "manifold manifest bundles"})
+	if err != nil {
+		return fmt.Errorf("bus: provision object store %s: %w", BucketBundles, err)
+	}
+	return nil
+}
+
+func (b *Bus) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (*Bucket, error) {
+	kv, err := b.js.CreateOrUpdateKeyValue(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bus: provision bucket %s: %w", cfg.Bucket, err)
+	}
+	return &Bucket{kv: kv}, nil
+}
+
+// Conn returns the underlying NATS connection.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// Config returns the configuration the bus was opened with, defaults set.
+func (b *Bus) Config() Config { return b.cfg }
+
+// Runs returns the bucket of run records.
+func (b *Bus) Runs() *Bucket { return b.runs }
+
+// Workers returns the bucket of live workers.
+func (b *Bus) Workers() *Bucket { return b.workers }
+
+// Results returns the bucket of finished task outcomes.
+func (b *Bus) Results() *Bucket { return b.results }
+
+// TaskMsgID returns the message ID of a task attempt: "<run>/<task>/<attempt>".
+func TaskMsgID(runID string, task, attempt int) string {
+	return runID + "/" + strconv.Itoa(task) + "/" + strconv.Itoa(attempt)
+}
+
+// publish marshals v and publishes it to subject, waiting for the stream's
+// acknowledgement (the message is durable when this returns nil).
+func (b *Bus) publish(ctx context.Context, subject, msgID string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("bus: encode %s: %w", subject, err)
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	InjectTrace(ctx, msg.Header)
+	var opts []jetstream.PublishOpt
+	if msgID != "" {
+		opts = append(opts, jetstream.WithMsgID(msgID))
+	}
+	if _, err := b.js.PublishMsg(ctx, msg, opts...); err != nil {
+		return fmt.Errorf("bus: publish %s: %w", subject, err)
+	}
+	return nil
+}
+
+// SubmitRun publishes a run request on SubjectRunSubmit. msgID (usually the
+// idempotency key) lets the stream drop duplicates.
+func (b *Bus) SubmitRun(ctx context.Context, req RunRequest, msgID string) error {
+	req.V = Version
+	return b.publish(ctx, SubjectRunSubmit, msgID, req)
+}
+
+// PublishTask publishes a task on its pool's subject with its message ID.
+func (b *Bus) PublishTask(ctx context.Context, t Task) error {
+	t.V = Version
+	if err := ValidToken(t.Pool); err != nil {
+		return fmt.Errorf("bus: pool name: %w", err)
+	}
+	return b.publish(ctx, TaskSubject(t.Pool), t.MsgID(), t)
+}
+
+// PublishOutcome publishes a task outcome and returns once it is durable.
+func (b *Bus) PublishOutcome(ctx context.Context, o Outcome) error {
+	o.V = Version
+	return b.publish(ctx, OutcomeSubject(o.RunID), "", o)
+}
+
+// PublishEvent publishes a progress event.
+func (b *Bus) PublishEvent(ctx context.Context, ev Event) error {
+	ev.V = Version
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	root := ev.RootRunID
+	if root == "" {
+		root = ev.RunID
+	}
+	return b.publish(ctx, EventSubject(root, ev.RunID, ev.Kind), "", ev)
+}
+
+// Decode unmarshals a message envelope and checks its version.
+func Decode(data []byte, v any) error {
+	var env struct {
+		V int `json:"v"`
+	}
+	if err := json.Unmarshal(data, &env); err != nil {
+		return fmt.Errorf("bus: decode message: %w", err)
+	}
+	if env.V != 0 && env.V != Version {
+		return fmt.Errorf("%w: %d (this build speaks %d)", ErrVersion, env.V, Version)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("bus: decode message: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,18 @@
+package bus
+
+import "errors"
+
+// Errors translated at the bus boundary; match them with errors.Is.
+var (
+	// ErrNotFound: the key, object or message does not exist.
+	ErrNotFound = errors.New("bus: not found")
+	// ErrRevisionMismatch: a compare-and-swap lost against another writer.
+	ErrRevisionMismatch = errors.New("bus: revision mismatch")
+	// ErrExists: a create found the key already there.
+	ErrExists = errors.New("bus: already exists")
+	// ErrVersion: a message carries an envelope version this build does not
+	// know.
+	ErrVersion = errors.New("bus: unknown message version")
+	// ErrTooLarge: a message or object exceeds its limit.
+	ErrTooLarge = errors.New("bus: too large")
+)

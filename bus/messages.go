@@ -1,0 +1,161 @@
+package bus
+
+import (
+	"time"
+
+	"github.com/manifold-run/manifold/schemas"
+)
+
+// Version is the envelope version every message carries in its "v" field.
+// Readers accept messages whose version they know and reject others with an
+// error naming the version.
+const Version = 1
+
+// RunRequest asks a coordinator to start a run. It is published on
+// SubjectRunSubmit (fire and forget) or sent to the runs.submit endpoint.
+type RunRequest struct {
+	V int `json:"v"`
+	// RunID may be chosen by the client (a subject token); empty means the
+	// coordinator assigns one.
+	RunID string `json:"run_id,omitempty"`
+	// IdempotencyKey: the same key never starts two runs.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// ManifestYAML carries a small manifest inline (YAML, JSON or CUE text,
+	// told apart by ManifestName's extension).
+	ManifestYAML string `json:"manifest_yaml,omitempty"`
+	// ManifestName is the manifest's file name, used in errors and reports.
+	ManifestName string `json:"manifest_name,omitempty"`
+	// WorkDir is the directory relative paths of the manifest resolve
+	// against on workers (embedded mode: the manifest's directory).
+	WorkDir string `json:"work_dir,omitempty"`
+	// Data overrides the manifest's data; it always wins.
+	Data map[string]any `json:"data,omitempty"`
+	// Noop reports what would change without changing anything.
+	Noop bool `json:"noop,omitempty"`
+	// HealthCheckOnly runs health checks only.
+	HealthCheckOnly bool `json:"health_check_only,omitempty"`
+	// Pool is the default worker pool of the run's tasks. Defaults to
+	// "default".
+	Pool string `json:"pool,omitempty"`
+	// MaxDepth limits nested apply runs; zero means the coordinator's.
+	MaxDepth int `json:"max_depth,omitempty"`
+	// TaskTimeout bounds each task without a timeout of its own, in
+	// milliseconds; zero means the coordinator's default.
+	TaskTimeoutMS int64 `json:"task_timeout_ms,omitempty"`
+}
+
+// DefaultPool is the pool of tasks that name none.
+const DefaultPool = "default"
+
+// Task is one resource execution for a worker, published on
+// TaskSubject(pool) with message ID "<run>/<task>/<attempt>".
+type Task struct {
+	V         int    `json:"v"`
+	RunID     string `json:"run_id"`
+	RootRunID string `json:"root_run_id,omitempty"`
+	// Task is the resource's index in its manifest.
+	Task int `json:"task"`
+	// Attempt starts at 1 and grows with each retry the coordinator makes.
+	Attempt int `json:"attempt"`
+	// Manifest is the manifest the resource belongs to.
+	Manifest string           `json:"manifest,omitempty"`
+	Resource schemas.Resource `json:"resource"`
+	// Data is the run's resolved data, for rendering templates.
+	Data            map[string]any `json:"data,omitempty"`
+	Noop            bool           `json:"noop,omitempty"`
+	HealthCheckOnly bool           `json:"health_check_only,omitempty"`
+	// Refresh is set when a resource this one subscribes to changed.
+	Refresh bool   `json:"refresh,omitempty"`
+	WorkDir string `json:"work_dir,omitempty"`
+	Pool    string `json:"pool"`
+	// TimeoutMS bounds the execution on the worker.
+	TimeoutMS int64 `json:"timeout_ms"`
+}
+
+// MsgID returns the task's JetStream message ID.
+func (t Task) MsgID() string { return TaskMsgID(t.RunID, t.Task, t.Attempt) }
+
+// Timeout returns TimeoutMS as a duration.
+func (t Task) Timeout() time.Duration { return time.Duration(t.TimeoutMS) * time.Millisecond }
+
+// TaskStatus is the state of a task.
+type TaskStatus string
+
+// Task states. Pending, Dispatched and Running are not final.
+const (
+	TaskPending    TaskStatus = "pending"
+	TaskDispatched TaskStatus = "dispatched"
+	TaskRunning    TaskStatus = "running"
+	TaskChanged    TaskStatus = "changed"
+	TaskStable     TaskStatus = "stable"
+	TaskFailed     TaskStatus = "failed"
+	TaskSkipped    TaskStatus = "skipped"
+	TaskCancelled  TaskStatus = "cancelled"
+)
+
+// Final reports whether the status is an end state.
+func (s TaskStatus) Final() bool {
+	switch s {
+	case TaskChanged, TaskStable, TaskFailed, TaskSkipped, TaskCancelled:
+		return true
+	}
+	return false
+}
+
+// Outcome is a worker's answer to a task, published on OutcomeSubject(run).
+type Outcome struct {
+	V       int    `json:"v"`
+	RunID   string `json:"run_id"`
+	Task    int    `json:"task"`
+	Attempt int    `json:"attempt"`
+	Ref     string `json:"ref"`
+	// Status is changed, stable or failed.
+	Status     TaskStatus `json:"status"`
+	Changed    bool       `json:"changed"`
+	Refreshed  bool       `json:"refreshed,omitempty"`
+	Message    string     `json:"message,omitempty"`
+	Diff       string     `json:"diff,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	DurationMS int64      `json:"duration_ms"`
+	Worker     string     `json:"worker"`
+	// Delivery is the JetStream delivery count of the task message.
+	Delivery int `json:"delivery"`
+	// Replayed is set when the outcome was answered from the record of an
+	// earlier delivery rather than executed again.
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// EventKind names a progress event; it is the last subject token.
+type EventKind string
+
+// Event kinds.
+const (
+	EventRunQueued      EventKind = "run_queued"
+	EventRunStarted     EventKind = "run_started"
+	EventTaskDispatched EventKind = "task_dispatched"
+	EventTaskFinished   EventKind = "task_finished"
+	EventRunFinished    EventKind = "run_finished"
+	EventRunRejected    EventKind = "run_rejected"
+)
+
+// Event is a progress event of a run, published on EventSubject.
+type Event struct {
+	V         int       `json:"v"`
+	Kind      EventKind `json:"kind"`
+	Time      time.Time `json:"time"`
+	RunID     string    `json:"run_id"`
+	RootRunID string    `json:"root_run_id,omitempty"`
+	// Manifest is the name of the apply resource for events of child runs,
+	// else the manifest file.
+	Manifest   string     `json:"manifest,omitempty"`
+	Task       *int       `json:"task,omitempty"`
+	Ref        string     `json:"ref,omitempty"`
+	Status     string     `json:"status,omitempty"`
+	Message    string     `json:"message,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	Worker     string     `json:"worker,omitempty"`
+	DurationMS int64      `json:"duration_ms,omitempty"`
+	Done       int        `json:"done,omitempty"`
+	Total      int        `json:"total,omitempty"`
+	Outcome    TaskStatus `json:"outcome,omitempty"`
+}

@@ -1,0 +1,56 @@
+package bus
+
+import (
+	"context"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+)
+
+// headerCarrier adapts NATS headers to OpenTelemetry propagation. NATS
+// headers are case-sensitive while W3C keys are case-insensitive: Get looks
+// keys up regardless of case and Set writes lowercase keys, so a
+// `traceparent` from any client is found.
+type headerCarrier nats.Header
+
+var _ propagation.TextMapCarrier = headerCarrier{}
+
+func (c headerCarrier) Get(key string) string {
+	if v := nats.Header(c).Get(key); v != "" {
+		return v
+	}
+	for k, vs := range c {
+		if strings.EqualFold(k, key) && len(vs) > 0 {
+			return vs[0]
+		}
+	}
+	return ""
+}
+
+func (c headerCarrier) Set(key, value string) {
+	c[strings.ToLower(key)] = []string{value}
+}
+
+func (c headerCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// InjectTrace writes the trace context of ctx into h (W3C traceparent and
+// tracestate, lowercase keys).
+func InjectTrace(ctx context.Context, h nats.Header) {
+	otel.GetTextMapPropagator().Inject(ctx, headerCarrier(h))
+}
+
+// ExtractTrace returns ctx carrying the remote trace context found in h.
+func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
+	if h == nil {
+		return ctx
+	}
+	return otel.GetTextMapPropagator().Extract(ctx, headerCarrier(h))
+}
