@@ -17,7 +17,7 @@ import (
 //
 // In a replay file (see LoadReplay) a step is a JSON object:
 //
-//	{"argv": ["dpkg-query", "-W", "nginx"], "exit": 0, "stdout_file": "dpkg-query-nginx.out"}
+//	{"argv": ["dpkg-query", "-W", "nginx"], "exit": 0, "stdout_file": "dpkg-query-nginx.stdout"}
 //
 // with stdout and stderr given inline ("stdout", "stderr") or as files
 // relative to the replay file ("stdout_file", "stderr_file"), and "error" to

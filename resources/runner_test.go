@@ -254,7 +254,7 @@ func TestLoadReplayErrors(t *testing.T) {
 	for name, content := range map[string]string{
 		"unknown-field.json": `[{"argv": ["x"], "exitcode": 1}]`,
 		"empty-argv.json":    `[{"exit": 1}]`,
-		"missing-file.json":  `[{"argv": ["x"], "stdout_file": "nope.out"}]`,
+		"missing-file.json":  `[{"argv": ["x"], "stdout_file": "nope.stdout"}]`,
 		"not-json.json":      `argv: [x]`,
 	} {
 		p := filepath.Join(dir, name)
