@@ -1,17 +1,6 @@
 package exec
 
-import (
-	"errors"
-	"strings"
-)
-
-// ErrUnbalancedQuote is returned by SplitCommand for a command line whose
-// quote is never closed.
-var ErrUnbalancedQuote = errors.New("unbalanced quote")
-
-// ErrTrailingBackslash is returned by SplitCommand for a command line that
-// ends with an unescaped backslash.
-var ErrTrailingBackslash = errors.New("trailing backslash")
+import "strings"
 
 // SplitCommand splits a command line into argv with the POSIX shell's
 // quoting rules and nothing else: words are separated by unquoted blanks

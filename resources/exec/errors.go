@@ -1,8 +1,18 @@
 package exec
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+)
+
+var (
+	// ErrUnbalancedQuote is returned by SplitCommand for a command line
+	// whose quote is never closed.
+	ErrUnbalancedQuote = errors.New("unbalanced quote")
+	// ErrTrailingBackslash is returned by SplitCommand for a command line
+	// that ends with an unescaped backslash.
+	ErrTrailingBackslash = errors.New("trailing backslash")
 )
 
 // outputTailLines is how many lines of stderr and of stdout an ExitError
