@@ -35,7 +35,8 @@ type Outcome struct {
 	// would have made it act).
 	Refreshed bool
 	// Message is a short human description: what changed ("created"), what
-	// would change in noop ("would change: content differs") or the error.
+	// would change in noop ("would " and the check's message: "would
+	// create") or the error.
 	Message string
 	// Diff optionally shows what differs (or, for ErrNotConverged, what
 	// still differs after apply).
@@ -48,7 +49,9 @@ type Outcome struct {
 // Execute runs one resource through the engine: check (CheckApply with
 // apply=false); stable when nothing differs, unless Env.Refresh is set and
 // the resource is a Refresher with Refreshable() true; in noop, stop and
-// report what would change; otherwise apply (CheckApply with apply=true) and
+// report what would change ("would " and the check's message, so types
+// word check messages as verb phrases: "create", "update content");
+// otherwise apply (CheckApply with apply=true) and
 // re-check (unless the type is a Rechecker whose Recheck() is false), failing
 // with ErrNotConverged when the re-check still reports a change.
 //
@@ -140,13 +143,14 @@ func refreshable(res Resource) bool {
 	return ok && r.Refreshable()
 }
 
-// wouldMessage words a noop outcome.
+// wouldMessage words a noop outcome: "would " and the check's message,
+// which therefore reads best as a verb phrase ("create", "update content").
 func wouldMessage(check Result, refresh bool) string {
 	switch {
 	case check.Changed && refresh:
-		return "would change: " + cmp.Or(check.Message, "differs") + " (and refresh)"
+		return "would " + cmp.Or(check.Message, "change") + " and refresh"
 	case check.Changed:
-		return "would change: " + cmp.Or(check.Message, "differs")
+		return "would " + cmp.Or(check.Message, "change")
 	default:
 		return "would refresh"
 	}

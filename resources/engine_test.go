@@ -38,7 +38,7 @@ func (f *fake) CheckApply(ctx context.Context, env *Env, apply bool) (Result, er
 		if f.converged {
 			return Result{Message: "in sync"}, nil
 		}
-		return Result{Changed: true, Message: "content differs", Diff: "-a\n+b"}, nil
+		return Result{Changed: true, Message: "update content", Diff: "-a\n+b"}, nil
 	}
 	f.applies++
 	if f.onApply != nil {
@@ -99,12 +99,12 @@ func TestExecute(t *testing.T) {
 			name:   "noop stops after check",
 			res:    func() (*fake, Resource) { f := &fake{}; return f, f },
 			env:    Env{Noop: true},
-			status: StatusChanged, checks: 1, noop: true, message: "would change: content differs", diffNonZero: true,
+			status: StatusChanged, checks: 1, noop: true, message: "would update content", diffNonZero: true,
 		},
 		{
 			name:   "not converged",
 			res:    func() (*fake, Resource) { f := &fake{neverConverges: true}; return f, f },
-			status: StatusFailed, checks: 2, applies: 1, errIs: ErrNotConverged, message: "re-check: resource did not converge after apply: content differs", diffNonZero: true,
+			status: StatusFailed, checks: 2, applies: 1, errIs: ErrNotConverged, message: "re-check: resource did not converge after apply: update content", diffNonZero: true,
 		},
 		{
 			name:   "rechecker opts out",
@@ -137,7 +137,7 @@ func TestExecute(t *testing.T) {
 			name:   "refresh and drift in noop",
 			res:    func() (*fake, Resource) { f := &fake{refreshable: true}; return f, f },
 			env:    Env{Refresh: true, Noop: true},
-			status: StatusChanged, checks: 1, refreshed: true, noop: true, message: "would change: content differs (and refresh)", diffNonZero: true,
+			status: StatusChanged, checks: 1, refreshed: true, noop: true, message: "would update content and refresh", diffNonZero: true,
 		},
 		{
 			name:   "refresh ignored when not refreshable",

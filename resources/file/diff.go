@@ -1,0 +1,129 @@
+package file
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+const (
+	// maxDiffBytes and maxDiffLines bound the line diff; larger or binary
+	// content is summarised by size and hash.
+	maxDiffBytes = 256 << 10
+	maxDiffLines = 1000
+	// diffContext is the number of unchanged lines around each change.
+	diffContext = 3
+)
+
+// contentDiff describes how content changes from old to new: a unified-style
+// line diff for text, sizes and hashes otherwise.
+func contentDiff(path string, old, new []byte) string {
+	if !isText(old) || !isText(new) {
+		return summary(old, new)
+	}
+	a, b := lines(old), lines(new)
+	if len(a) > maxDiffLines || len(b) > maxDiffLines {
+		return summary(old, new)
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "--- %s\n+++ %s (desired)\n", path, path)
+	ops := diffLines(a, b)
+	// Print changes with diffContext lines around them; "@@" separates
+	// hunks.
+	keep := make([]bool, len(ops))
+	for i, op := range ops {
+		if op.kind != ' ' {
+			for j := max(0, i-diffContext); j <= min(len(ops)-1, i+diffContext); j++ {
+				keep[j] = true
+			}
+		}
+	}
+	gap := true
+	for i, op := range ops {
+		if !keep[i] {
+			gap = true
+			continue
+		}
+		if gap {
+			out.WriteString("@@\n")
+			gap = false
+		}
+		out.WriteByte(op.kind)
+		out.WriteString(op.line)
+		if !strings.HasSuffix(op.line, "\n") {
+			out.WriteString("\n\\ No newline at end of file\n")
+		}
+	}
+	return out.String()
+}
+
+func isText(b []byte) bool {
+	return len(b) <= maxDiffBytes && utf8.Valid(b) && bytes.IndexByte(b, 0) < 0
+}
+
+func summary(old, new []byte) string {
+	return fmt.Sprintf("size %d → %d bytes, sha256 %.12x → %.12x", len(old), len(new), sha256.Sum256(old), sha256.Sum256(new))
+}
+
+// lines splits b into lines that keep their "\n".
+func lines(b []byte) []string {
+	var out []string
+	for s := string(b); s != ""; {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			out = append(out, s)
+			break
+		}
+		out = append(out, s[:i+1])
+		s = s[i+1:]
+	}
+	return out
+}
+
+type diffOp struct {
+	kind byte // ' ', '-', '+'
+	line string
+}
+
+// diffLines is a longest-common-subsequence line diff.
+func diffLines(a, b []string) []diffOp {
+	n, m := len(a), len(b)
+	lcs := make([][]int32, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int32, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if a[i] == b[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	ops := make([]diffOp, 0, n+m)
+	i, j := 0, 0
+	for i < n && j < m {
+		switch {
+		case a[i] == b[j]:
+			ops = append(ops, diffOp{' ', a[i]})
+			i++
+			j++
+		case lcs[i+1][j] >= lcs[i][j+1]:
+			ops = append(ops, diffOp{'-', a[i]})
+			i++
+		default:
+			ops = append(ops, diffOp{'+', b[j]})
+			j++
+		}
+	}
+	for ; i < n; i++ {
+		ops = append(ops, diffOp{'-', a[i]})
+	}
+	for ; j < m; j++ {
+		ops = append(ops, diffOp{'+', b[j]})
+	}
+	return ops
+}

@@ -1,0 +1,206 @@
+package file
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// permBits are the mode bits the mode property manages.
+const permBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// meta is the mode and ownership of a path; uid and gid -1 mean unmanaged
+// (in a desired meta) and modeSet false an unmanaged mode.
+type meta struct {
+	mode     os.FileMode
+	modeSet  bool
+	uid, gid int
+}
+
+// wantMeta resolves the desired mode, owner and group (names through the
+// system's user and group databases).
+func (f *File) wantMeta() (meta, error) {
+	m := meta{uid: -1, gid: -1}
+	var err error
+	if m.mode, m.modeSet, err = parseMode(f.Mode); err != nil {
+		return meta{}, err
+	}
+	if f.Owner != "" {
+		if m.uid, err = lookupID(f.Owner, "owner", func(n string) (string, error) {
+			u, err := user.Lookup(n)
+			if err != nil {
+				return "", err
+			}
+			return u.Uid, nil
+		}); err != nil {
+			return meta{}, err
+		}
+	}
+	if f.Group != "" {
+		if m.gid, err = lookupID(f.Group, "group", func(n string) (string, error) {
+			g, err := user.LookupGroup(n)
+			if err != nil {
+				return "", err
+			}
+			return g.Gid, nil
+		}); err != nil {
+			return meta{}, err
+		}
+	}
+	return m, nil
+}
+
+// lookupID turns a numeric id or a name into an id.
+func lookupID(s, what string, byName func(string) (string, error)) (int, error) {
+	if id, err := strconv.Atoi(s); err == nil {
+		if id < 0 {
+			return 0, fmt.Errorf("%s %q: negative id", what, s)
+		}
+		return id, nil
+	}
+	idStr, err := byName(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: %w", what, s, err)
+	}
+	id, err := strconv.Atoi(idStr)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: non-numeric id %q", what, s, idStr)
+	}
+	return id, nil
+}
+
+func metaOf(fi fs.FileInfo) meta {
+	m := meta{mode: fi.Mode() & permBits, modeSet: true, uid: -1, gid: -1}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		m.uid, m.gid = int(st.Uid), int(st.Gid)
+	}
+	return m
+}
+
+// perm returns the desired mode, or def when the mode is unmanaged.
+func (m meta) perm(def os.FileMode) os.FileMode {
+	if m.modeSet {
+		return m.mode
+	}
+	return def
+}
+
+// differences lists how have differs from the desired m.
+// "set ..." reads the same as a check ("would set ...") and as a change.
+func (m meta) differences(have meta) []string {
+	var out []string
+	if m.modeSet && m.mode != have.mode {
+		out = append(out, fmt.Sprintf("set mode %s → %s", modeString(have.mode), modeString(m.mode)))
+	}
+	if m.uid >= 0 && m.uid != have.uid {
+		out = append(out, fmt.Sprintf("set owner %d → %d", have.uid, m.uid))
+	}
+	if m.gid >= 0 && m.gid != have.gid {
+		out = append(out, fmt.Sprintf("set group %d → %d", have.gid, m.gid))
+	}
+	return out
+}
+
+// applyTo changes path's ownership, then its mode (chown may clear the
+// setuid and setgid bits), where they differ from have.
+func (m meta) applyTo(path string, have meta) error {
+	uid, gid := -1, -1
+	if m.uid >= 0 && m.uid != have.uid {
+		uid = m.uid
+	}
+	if m.gid >= 0 && m.gid != have.gid {
+		gid = m.gid
+	}
+	if uid >= 0 || gid >= 0 {
+		if err := os.Lchown(path, uid, gid); err != nil {
+			return err
+		}
+	}
+	if m.modeSet && (m.mode != have.mode || uid >= 0 || gid >= 0) {
+		return os.Chmod(path, m.mode)
+	}
+	return nil
+}
+
+// writeAtomic replaces path with data: a temporary file in the same
+// directory is written, given mode and ownership (uid, gid -1: the
+// worker's), fsynced and renamed over path; the directory is then fsynced.
+func writeAtomic(path string, data []byte, mode os.FileMode, uid, gid int) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".manifold-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if uid >= 0 && uid == os.Getuid() {
+		uid = -1
+	}
+	if gid >= 0 && gid == os.Getgid() {
+		gid = -1
+	}
+	if uid >= 0 || gid >= 0 {
+		if err = tmp.Chown(uid, gid); err != nil {
+			return err
+		}
+	}
+	if err = tmp.Chmod(mode); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		_ = d.Sync() // best effort: the rename is done either way
+		d.Close()
+	}
+	return nil
+}
+
+// unixToFileMode turns unix mode bits (0o4755) into an os.FileMode, whose
+// setuid, setgid and sticky bits live elsewhere.
+func unixToFileMode(n uint32) os.FileMode {
+	m := os.FileMode(n & 0o777)
+	if n&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if n&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if n&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+// modeString renders a mode as CCM writes it: "0644", "4755".
+func modeString(m os.FileMode) string {
+	n := uint32(m & fs.ModePerm)
+	if m&fs.ModeSetuid != 0 {
+		n |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		n |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		n |= 0o1000
+	}
+	return fmt.Sprintf("%04o", n)
+}
