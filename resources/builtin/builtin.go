@@ -1,0 +1,20 @@
+// Package builtin assembles the registry of the resource types manifold
+// ships. Workers and the coordinator's validation call Registry once at
+// start-up and pass the result explicitly.
+package builtin
+
+import (
+	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/exec"
+	"github.com/manifold-run/manifold/resources/file"
+)
+
+// Registry returns a new registry holding every built-in type: file and
+// exec. Each call returns a fresh registry, so callers (tests) may register
+// more types without affecting others.
+func Registry() *resources.Registry {
+	r := resources.NewRegistry()
+	r.Register(file.Type, file.New)
+	r.Register("exec", exec.New)
+	return r
+}
