@@ -50,12 +50,20 @@ type Manifest struct {
 	FailOnError bool `json:"fail_on_error"`
 	// Resources in declaration order, with `defaults` entries merged in.
 	Resources []Resource `json:"resources"`
+	// Hierarchy is the reserved `hierarchy:` section, kept raw for the data
+	// hierarchy feature.
+	Hierarchy map[string]any `json:"hierarchy,omitempty"`
+	// Overrides is the reserved `overrides:` section, kept raw for the data
+	// hierarchy feature.
+	Overrides map[string]any `json:"overrides,omitempty"`
 }
 
 // Control is CCM's control property: guard expressions evaluated before a
 // resource runs.
 type Control struct {
-	If     string `json:"if,omitempty"`
+	// If runs the resource only when the expression is true.
+	If string `json:"if,omitempty"`
+	// Unless skips the resource when the expression is true.
 	Unless string `json:"unless,omitempty"`
 }
 
@@ -64,14 +72,22 @@ type Control struct {
 // (already checked against the type's closed CUE schema), still holding any
 // template expressions, for the worker to render and decode.
 type Resource struct {
-	Type      string   `json:"type"`
-	Name      string   `json:"name"`
-	Alias     string   `json:"alias,omitempty"`
-	Ensure    string   `json:"ensure,omitempty"`
-	Provider  string   `json:"provider,omitempty"`
-	Require   []string `json:"require,omitempty"`
+	// Type is the resource type, such as "file"; see Types.
+	Type string `json:"type"`
+	// Name identifies the resource within its type.
+	Name string `json:"name"`
+	// Alias is another name references may use (type#alias).
+	Alias string `json:"alias,omitempty"`
+	// Ensure is the desired state; file defaults to "present".
+	Ensure string `json:"ensure,omitempty"`
+	// Provider picks the implementation.
+	Provider string `json:"provider,omitempty"`
+	// Require lists references that must succeed first.
+	Require []string `json:"require,omitempty"`
+	// Subscribe lists references whose change triggers this resource.
 	Subscribe []string `json:"subscribe,omitempty"`
-	Control   *Control `json:"control,omitempty"`
+	// Control holds CCM's guard expressions; nil when not set.
+	Control *Control `json:"control,omitempty"`
 	// HealthChecks are kept raw until the resource library interprets them.
 	HealthChecks []map[string]any `json:"health_checks,omitempty"`
 	// Target is the worker pool; empty means the run's pool.
@@ -84,6 +100,9 @@ type Resource struct {
 	Properties map[string]any `json:"properties,omitempty"`
 	// Pos is where the resource is declared.
 	Pos Position `json:"pos"`
+	// Path is the resource's place in the document, such as
+	// "resources[1].file[0]./tmp/x", for error messages.
+	Path string `json:"path,omitempty"`
 }
 
 // Ref returns the resource's reference, "type#name".

@@ -1,0 +1,140 @@
+package schemas
+
+import (
+	"fmt"
+	"strings"
+)
+
+// CheckReferences checks a manifest's names and references: no two
+// resources of a type share a name or alias, every require and subscribe
+// entry is "type#name" or "type#alias" of another resource in the manifest,
+// and with OrderingManifest none points to a later resource. The
+// coordinator calls it after rendering templated names and references; Parse
+// calls it when there is nothing to render. It returns Errors positioned at
+// the resources concerned.
+func CheckReferences(m *Manifest) error {
+	var errs errorList
+	index := make(map[string]int, 2*len(m.Resources))
+	isAlias := make(map[string]bool)
+	for i, r := range m.Resources {
+		keys := []string{r.Ref()}
+		if r.Alias != "" && r.Alias != r.Name {
+			keys = append(keys, r.Type+"#"+r.Alias)
+		}
+		for k, key := range keys {
+			first, dup := index[key]
+			if !dup {
+				index[key], isAlias[key] = i, k == 1
+				continue
+			}
+			f := m.Resources[first]
+			what := "resource"
+			if k == 1 {
+				what = "alias"
+			}
+			was := "declared"
+			if isAlias[key] {
+				was = "the alias of " + f.Ref()
+			}
+			errs.addf(r.Pos, r.Path, "duplicate %s %s: already %s at %s (%s)", what, key, was, f.Pos, f.Path)
+		}
+	}
+	known := make([]string, 0, len(index))
+	for key := range index {
+		known = append(known, key)
+	}
+	for i, r := range m.Resources {
+		for _, kind := range []struct {
+			name string
+			refs []string
+		}{{"require", r.Require}, {"subscribe", r.Subscribe}} {
+			for j, ref := range kind.refs {
+				path := fmt.Sprintf("%s.%s[%d]", r.Path, kind.name, j)
+				if r.Path == "" {
+					path = ""
+				}
+				typ, name, ok := strings.Cut(ref, "#")
+				if !ok || typ == "" || name == "" {
+					errs.addf(r.Pos, path, "%s %q is not a reference; write type#name or type#alias", kind.name, ref)
+					continue
+				}
+				target, found := index[ref]
+				switch {
+				case !found:
+					errs.addf(r.Pos, path, "%s %s: unknown resource%s", kind.name, ref, suggest(ref, known))
+				case target == i:
+					errs.addf(r.Pos, path, "%s %s: a resource cannot %s itself", kind.name, ref, kind.name)
+				case target > i && m.Ordering != OrderingGraph:
+					errs.addf(r.Pos, path, "%s %s points to a later resource; with ordering: manifest resources run in declaration order (move it, or use ordering: graph)", kind.name, ref)
+				}
+			}
+		}
+	}
+	return errs.err()
+}
+
+// Lookup resolves a reference, "type#name" or "type#alias", to the index of
+// the resource in m.Resources. It scans the resources; for many lookups build
+// a map once with Index.
+func (m *Manifest) Lookup(ref string) (int, bool) {
+	typ, name, ok := strings.Cut(ref, "#")
+	if !ok {
+		return -1, false
+	}
+	alias := -1
+	for i, r := range m.Resources {
+		if r.Type != typ {
+			continue
+		}
+		if r.Name == name {
+			return i, true
+		}
+		if alias < 0 && r.Alias == name {
+			alias = i
+		}
+	}
+	return alias, alias >= 0
+}
+
+// Index maps every reference of m's resources ("type#name" and
+// "type#alias") to the resource's index; when two resources claim a
+// reference (which CheckReferences reports), the first wins.
+func (m *Manifest) Index() map[string]int {
+	index := make(map[string]int, 2*len(m.Resources))
+	for i, r := range m.Resources {
+		if _, dup := index[r.Ref()]; !dup {
+			index[r.Ref()] = i
+		}
+	}
+	for i, r := range m.Resources {
+		if r.Alias == "" {
+			continue
+		}
+		if _, dup := index[r.Type+"#"+r.Alias]; !dup {
+			index[r.Type+"#"+r.Alias] = i
+		}
+	}
+	return index
+}
+
+// IsTemplate reports whether s holds a template expression, {{ ... }} or
+// ${ ... }.
+func IsTemplate(s string) bool {
+	return strings.Contains(s, "{{") || strings.Contains(s, "${")
+}
+
+// hasTemplatedRefs reports whether any name, alias or reference still needs
+// rendering.
+func hasTemplatedRefs(m *Manifest) bool {
+	for _, r := range m.Resources {
+		if IsTemplate(r.Name) || IsTemplate(r.Alias) {
+			return true
+		}
+		for _, ref := range append(append([]string(nil), r.Require...), r.Subscribe...) {
+			if IsTemplate(ref) {
+				return true
+			}
+		}
+	}
+	return false
+}
