@@ -44,8 +44,8 @@ func Load(path string) (*Manifest, error) {
 // calls CheckReferences itself.
 func Parse(filename string, src []byte) (*Manifest, error) {
 	if len(src) > MaxManifestBytes {
-		return nil, fmt.Errorf("%s: %w: more than %d bytes (limit %d bytes)",
-			filename, ErrManifestTooLarge, len(src)-1, MaxManifestBytes)
+		return nil, fmt.Errorf("%s: %w: larger than the limit of %d bytes (%d MiB)",
+			filename, ErrManifestTooLarge, MaxManifestBytes, MaxManifestBytes>>20)
 	}
 	s, err := newSchema()
 	if err != nil {
@@ -104,6 +104,9 @@ func (p *loader) document(src []byte) (cue.Value, bool) {
 		p.cueErrors(err, "", Position{File: p.filename}, cue.Value{}, cue.Value{})
 		return doc, false
 	}
+	if k := doc.IncompleteKind(); k == cue.TopKind || k == cue.NullKind {
+		return p.empty, true // an empty document: no resources
+	}
 	if doc.IncompleteKind() != cue.StructKind {
 		p.errs.addf(p.pos(doc.Pos(), Position{File: p.filename}), "",
 			"a manifest must be a map with resources, data, ordering, ...; got %v", doc.IncompleteKind())
@@ -116,7 +119,25 @@ func (p *loader) document(src []byte) (cue.Value, bool) {
 func (p *loader) manifest(doc cue.Value) *Manifest {
 	m := &Manifest{Path: p.filename, Ordering: OrderingManifest}
 	filePos := Position{File: p.filename}
-	v, _, ok := p.build(p.s.manifest, doc, "", filePos, nil, nil)
+	list, path := doc.LookupPath(cue.ParsePath("resources")), "resources"
+	if ccm := doc.LookupPath(cue.ParsePath("ccm.resources")); ccm.Exists() && !list.Exists() {
+		list, path = ccm, "ccm.resources"
+	}
+	if list.IncompleteKind() == cue.ListKind {
+		if n := countResources(list); n > MaxResources {
+			p.errs.add(&Error{
+				Pos:     p.pos(labelPos(list), filePos),
+				Path:    path,
+				Message: fmt.Sprintf("%d resources exceed the limit of %d per manifest; split it with apply resources", n, MaxResources),
+				Err:     ErrTooManyResources,
+			})
+			return m
+		}
+	}
+
+	// The top level is checked without the resources list, which is
+	// checked entry by entry below.
+	v, _, ok := p.build(p.s.manifest, doc, "", filePos, nil, []string{"resources"})
 	if ok {
 		var top struct {
 			Data      map[string]any `json:"data"`
@@ -165,25 +186,16 @@ func (p *loader) manifest(doc cue.Value) *Manifest {
 		m.FailOnError = (top.Fail != nil && *top.Fail) || (top.CCM.Fail != nil && *top.CCM.Fail)
 	}
 
-	list, path := doc.LookupPath(cue.ParsePath("resources")), "resources"
-	if ccm := doc.LookupPath(cue.ParsePath("ccm.resources")); ccm.Exists() {
-		if list.Exists() {
-			p.errs.addf(p.pos(labelPos(ccm), filePos), "ccm.resources",
-				"resources are listed both at the top level and in ccm; list them in one place")
-			return m
-		}
-		list, path = ccm, "ccm.resources"
+	if ccm := doc.LookupPath(cue.ParsePath("ccm.resources")); ccm.Exists() && path == "resources" && list.Exists() {
+		p.errs.addf(p.pos(labelPos(ccm), filePos), "ccm.resources",
+			"resources are listed both at the top level and in ccm; list them in one place")
+		return m
 	}
-	if !list.Exists() || list.IncompleteKind() != cue.ListKind {
-		return m // no resources, or a type error already reported
+	if !list.Exists() {
+		return m
 	}
-	if n := countResources(list); n > MaxResources {
-		p.errs.add(&Error{
-			Pos:     p.pos(labelPos(list), filePos),
-			Path:    path,
-			Message: fmt.Sprintf("%d resources exceed the limit of %d per manifest; split the manifest with apply resources", n, MaxResources),
-			Err:     ErrTooManyResources,
-		})
+	if list.IncompleteKind() != cue.ListKind {
+		p.errs.addf(p.pos(list.Pos(), filePos), path, "resources must be a list, got %v", list.IncompleteKind())
 		return m
 	}
 	m.Resources = p.resources(list, path)
@@ -222,27 +234,33 @@ func (p *loader) fields(v cue.Value) []field {
 // value, the fields used and whether it is valid. Building from the allowed
 // fields only keeps one unknown key from hiding CUE's other errors.
 func (p *loader) build(def, val cue.Value, path string, fallback Position, extra []field, skip []string) (cue.Value, []field, bool) {
-	ok := true
+	ok, rebuild := true, false
 	var used []field
 	have := map[string]bool{}
 	for _, f := range p.fields(val) {
 		if contains(skip, f.label) {
+			rebuild = true
 			continue
 		}
 		if !p.checkAllowed(def, f, path) {
-			ok = false
+			ok, rebuild = false, true
 			continue
 		}
 		have[f.label] = true
 		used = append(used, f)
+	}
+	// Start from val itself when all of it is used (the common case, and
+	// cheaper); otherwise rebuild from the used fields.
+	v, start := val, len(used)
+	if rebuild {
+		v, start = p.empty, 0
 	}
 	for _, f := range extra {
 		if !have[f.label] {
 			used = append(used, f)
 		}
 	}
-	v := p.empty
-	for _, f := range used {
+	for _, f := range used[start:] {
 		v = v.FillPath(cue.MakePath(cue.Str(f.label)), f.value)
 	}
 	u := v.Unify(def)
@@ -311,10 +329,26 @@ func lookupField(v cue.Value, label string) cue.Value {
 // cueErrors converts CUE's errors into Errors. path prefixes the error
 // paths; def and input, when valid, explain empty disjunctions.
 func (p *loader) cueErrors(err error, path string, fallback Position, def, input cue.Value) {
+	// Errors name paths from the document's root when input is part of the
+	// document; make them relative to input.
+	var base []string
+	if input.Exists() {
+		for _, sel := range input.Path().Selectors() {
+			base = append(base, sel.String())
+		}
+		base = relPath(base)
+	}
+	relOf := func(e cueerrors.Error) []string {
+		r := relPath(e.Path())
+		if hasPrefix(r, base) {
+			r = r[len(base):]
+		}
+		return r
+	}
 	errs := cueerrors.Errors(err)
 	for i := 0; i < len(errs); i++ {
 		e := errs[i]
-		rel := relPath(e.Path())
+		rel := relOf(e)
 		full := joinPath(path, rel)
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
@@ -322,7 +356,7 @@ func (p *loader) cueErrors(err error, path string, fallback Position, def, input
 		if strings.HasSuffix(format, "errors in empty disjunction:") {
 			// The errors that follow are the failed alternatives; say once
 			// what the value is and what was allowed instead.
-			for i+1 < len(errs) && hasPrefix(relPath(errs[i+1].Path()), rel) {
+			for i+1 < len(errs) && hasPrefix(relPath(errs[i+1].Path()), relPath(e.Path())) {
 				i++
 				if pos == (Position{}) {
 					pos = p.inputPos(errs[i])

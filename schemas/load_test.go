@@ -178,7 +178,7 @@ func TestParseInvalid(t *testing.T) {
 			`unknown_type.yaml:4:6: resources[1].type: unknown resource type "service"; known types: apply, exec, file`,
 		}},
 		{"bad_mode.yaml", []string{
-			`bad_mode.yaml:4:17: resources[0].file[0]./etc/a.mode: conflicting values string and 644 (mismatched types string and int)`,
+			`bad_mode.yaml:4:17: resources[0].file[0]./etc/a.mode: conflicting values 644 and string (mismatched types int and string)`,
 			`bad_mode.yaml:6:17: resources[0].file[1]./etc/b.mode: invalid value "0855" (out of bound =~"^[0-7]{3,4}$|\\{\\{|\\$\\{")`,
 		}},
 		{"bad_timeout.yaml", []string{

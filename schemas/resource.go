@@ -177,7 +177,7 @@ func (p *loader) resource(typ string, def, props cue.Value, path string, pos Pos
 	if name != nil {
 		extra = append([]field{*name}, defaults...)
 	}
-	u, used, ok := p.build(def, props, path, pos, extra, []string{"type"})
+	u, used, ok := p.build(def, props, path, pos, extra, nil)
 	fieldPos := func(label string) Position {
 		for _, f := range used {
 			if f.label == label && f.pos != (Position{}) {
