@@ -70,6 +70,9 @@ type Task struct {
 	Pool    string `json:"pool"`
 	// TimeoutMS bounds the execution on the worker.
 	TimeoutMS int64 `json:"timeout_ms"`
+	// Deadline is when the coordinator gives up on the task: a worker that
+	// takes it later fails it at once, and execution never runs past it.
+	Deadline time.Time `json:"deadline"`
 }
 
 // MsgID returns the task's JetStream message ID.

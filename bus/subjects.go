@@ -60,14 +60,23 @@ func EventSubject(rootRunID, runID string, kind EventKind) string {
 // tree, given its root run ID.
 func EventsOfRun(rootRunID string) string { return "manifold.events." + token(rootRunID) + ".>" }
 
-// ValidToken reports whether s can be used as one subject token (a pool
-// name or a run ID): non-empty, no dots, spaces or wildcards.
+// MaxTokenLength is the longest run ID, pool or worker name.
+const MaxTokenLength = 128
+
+// ValidToken reports whether s can be used as a run ID, pool or worker
+// name: 1 to 128 of A-Z a-z 0-9 _ -, so it is one subject token and a valid
+// key-value key.
 func ValidToken(s string) error {
 	if s == "" {
 		return fmt.Errorf("must not be empty")
 	}
-	if strings.ContainsAny(s, ". \t\r\n*>") {
-		return fmt.Errorf("%q must not contain dots, spaces, '*' or '>'", s)
+	if len(s) > MaxTokenLength {
+		return fmt.Errorf("%q is longer than %d characters", s, MaxTokenLength)
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return fmt.Errorf("%q may hold only letters, digits, '_' and '-' (found %q)", s, r)
+		}
 	}
 	return nil
 }

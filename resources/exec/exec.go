@@ -147,7 +147,7 @@ func (e *Exec) Recheck() bool { return e.props.Creates != "" }
 // It reports not changed when refreshonly is set and env.Refresh is not,
 // when creates exists, when onlyif exits non-zero or when unless exits 0;
 // the guards run in check too, with the same ctx, and must be read-only.
-// Otherwise check reports "would run" and apply runs the command through
+// Otherwise check reports "run <command>" (the engine adds "would" in noop) and apply runs the command through
 // env.Runner (resources.OSRunner when nil), blocking until it exits or ctx
 // ends (the command's process group is killed then). An exit code not in
 // returns gives an *ExitError; a command that cannot start, or ctx ending,
@@ -198,7 +198,7 @@ func (e *Exec) CheckApply(ctx context.Context, env *resources.Env, apply bool) (
 	}
 
 	if !apply {
-		return resources.Result{Changed: true, Message: "would run " + e.props.Command}, nil
+		return resources.Result{Changed: true, Message: "run " + e.props.Command}, nil
 	}
 	res, err := e.run(ctx, runner, dir, e.props.Command)
 	if err != nil {

@@ -53,7 +53,7 @@ func TestRunsAndIsChanged(t *testing.T) {
 	env := &resources.Env{}
 
 	res := checkApply(t, e, env, false)
-	if !res.Changed || res.Message != "would run touch "+marker {
+	if !res.Changed || res.Message != "run touch "+marker {
 		t.Errorf("check = %+v", res)
 	}
 	if exists(t, marker) {

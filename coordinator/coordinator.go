@@ -1,0 +1,256 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/manifold-run/manifold/bus"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxDepth    = 10
+	DefaultTaskTimeout = 10 * time.Minute
+	// outcomeGrace is how long after a task's deadline the coordinator
+	// still waits for the worker's own timeout outcome before failing the
+	// task itself.
+	outcomeGrace = 5 * time.Second
+)
+
+// Config configures a Coordinator.
+type Config struct {
+	// Bus is the provisioned bus. Required.
+	Bus *bus.Bus
+	// Name identifies this coordinator in run records and logs. Defaults to
+	// host-pid.
+	Name string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// MaxDepth is the maximum nesting of apply runs unless a run request
+	// sets its own. Defaults to 10.
+	MaxDepth int
+	// TaskTimeout bounds a task (queue wait plus execution) whose resource
+	// and request set none. Defaults to 10m.
+	TaskTimeout time.Duration
+	// TracerProvider defaults to otel's global provider.
+	TracerProvider trace.TracerProvider
+}
+
+// WithDefaults returns cfg with zero fields set to their defaults.
+func (cfg Config) WithDefaults() Config {
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		cfg.Name = cmp.Or(host, "coordinator") + "-" + strconv.Itoa(os.Getpid())
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, DefaultMaxDepth)
+	cfg.TaskTimeout = cmp.Or(cfg.TaskTimeout, DefaultTaskTimeout)
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	return cfg
+}
+
+func (cfg Config) validate() error {
+	if cfg.Bus == nil {
+		return errors.New("coordinator: config needs a bus")
+	}
+	if cfg.MaxDepth < 0 {
+		return fmt.Errorf("coordinator: max depth %d is negative", cfg.MaxDepth)
+	}
+	return nil
+}
+
+// Coordinator takes run requests from the bus and drives them to the end.
+// Any number of coordinators may share a bus: each run request goes to one.
+type Coordinator struct {
+	cfg    Config
+	bus    *bus.Bus
+	log    *slog.Logger
+	tracer trace.Tracer
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stopped bool
+}
+
+// New returns a coordinator; Start starts it.
+func New(cfg Config) (*Coordinator, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Coordinator{
+		cfg:    cfg,
+		bus:    cfg.Bus,
+		log:    cfg.Logger.With("component", "coordinator", "coordinator", cfg.Name),
+		tracer: cfg.TracerProvider.Tracer("github.com/manifold-run/manifold/coordinator"),
+	}, nil
+}
+
+// Start binds to the run request consumer and returns; runs are taken and
+// driven in the background until Stop or until ctx ends.
+func (c *Coordinator) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil || c.stopped {
+		return errors.New("coordinator: already started")
+	}
+	cons, err := c.bus.RunRequestConsumer(ctx)
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	c.wg.Go(func() { c.intake(ctx, cons) })
+	return nil
+}
+
+// Stop stops taking runs and stops driving the runs in progress (their
+// state is in the runs bucket; another coordinator can resume them). It
+// blocks until every goroutine has ended; it is idempotent and safe when
+// never started.
+func (c *Coordinator) Stop() {
+	c.mu.Lock()
+	c.stopped = true
+	cancel := c.cancel
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	c.wg.Wait()
+}
+
+func (c *Coordinator) intake(ctx context.Context, cons *bus.Consumer) {
+	for {
+		d, err := cons.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Error("run requests: consumer stopped", "error", err)
+			}
+			return
+		}
+		var req bus.RunRequest
+		if err := bus.Decode(d.Data(), &req); err != nil {
+			c.log.Warn("run request dropped: unreadable", "error", err)
+			_ = d.Term(err.Error())
+			continue
+		}
+		if err := c.accept(ctx, d.Ctx, req, nil); err != nil {
+			c.log.Error("run request: could not accept, will be redelivered", "error", err)
+			_ = d.Nak(time.Second)
+			continue
+		}
+		if err := d.Ack(ctx); err != nil {
+			c.log.Warn("run request: ack failed (a redelivery is recognised as a duplicate)", "error", err)
+		}
+	}
+}
+
+// childOf links a child run to its parent.
+type childOf struct {
+	parent *record
+	task   int
+	depth  int
+	name   string
+}
+
+// accept records a new run (queued) and starts driving it. A request whose
+// run ID or idempotency key was seen before starts nothing.
+func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, parent *childOf) error {
+	if req.RunID == "" {
+		req.RunID = NewRunID()
+	}
+	rec := &record{
+		V: 1, RunID: req.RunID, RootRunID: req.RunID, Request: req, Status: RunQueued,
+		Manifest: cmp.Or(req.ManifestName, "manifest.yaml"), QueuedAt: time.Now().UTC(), Owner: c.cfg.Name,
+	}
+	rec.Request.Pool = cmp.Or(rec.Request.Pool, bus.DefaultPool)
+	if parent != nil {
+		rec.RootRunID, rec.ParentRunID, rec.ParentTask, rec.Depth = parent.parent.RootRunID, parent.parent.RunID, parent.task, parent.depth
+		rec.Manifest = parent.name
+	}
+	if err := bus.ValidToken(req.RunID); err != nil {
+		return c.reject(ctx, rec, fmt.Errorf("run_id: %w", err))
+	}
+	if err := bus.ValidToken(rec.Request.Pool); err != nil {
+		return c.reject(ctx, rec, fmt.Errorf("pool: %w", err))
+	}
+	if req.IdempotencyKey != "" {
+		sum := sha256.Sum256([]byte(req.IdempotencyKey))
+		_, err := c.bus.Runs().Create(ctx, "idem."+hex.EncodeToString(sum[:16]), []byte(req.RunID))
+		if errors.Is(err, bus.ErrExists) {
+			c.log.Info("run request: idempotency key seen before, not started again", "run_id", req.RunID)
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	rev, err := c.bus.Runs().Create(ctx, runKey(rec.RunID), data)
+	if errors.Is(err, bus.ErrExists) {
+		c.log.Info("run request: run exists, not started again", "run_id", req.RunID)
+		return nil
+	} else if err != nil {
+		return err
+	}
+	c.event(ctx, rec, bus.Event{Kind: bus.EventRunQueued})
+	r := &run{c: c, rec: rec, rev: rev, log: c.log.With("run_id", rec.RunID, "manifest", rec.Manifest)}
+	if parent != nil {
+		r.log = r.log.With("root_run_id", rec.RootRunID, "parent_run_id", rec.ParentRunID)
+	}
+	c.wg.Go(func() { r.drive(ctx, traceCtx) })
+	return nil
+}
+
+// reject ends a run that cannot start, recording why, when it has a usable
+// run ID; otherwise it only reports the error.
+func (c *Coordinator) reject(ctx context.Context, rec *record, err error) error {
+	c.log.Warn("run rejected", "run_id", rec.RunID, "error", err)
+	if bus.ValidToken(rec.RunID) != nil {
+		return nil // nothing addressable to record; the request is dropped with the log line
+	}
+	rec.Status, rec.Error, rec.FinishedAt = RunFailed, err.Error(), time.Now().UTC()
+	if data, merr := json.Marshal(rec); merr == nil {
+		if _, perr := c.bus.Runs().Create(ctx, runKey(rec.RunID), data); perr != nil && !errors.Is(perr, bus.ErrExists) {
+			return perr
+		}
+	}
+	c.event(ctx, rec, bus.Event{Kind: bus.EventRunRejected, Error: err.Error()})
+	c.event(ctx, rec, bus.Event{Kind: bus.EventRunFinished, Status: string(RunFailed), Error: err.Error()})
+	return nil
+}
+
+// event publishes a progress event of rec's run, best effort: losing an
+// event loses no state (the record has it), so a failure is logged.
+func (c *Coordinator) event(ctx context.Context, rec *record, ev bus.Event) {
+	ev.RunID, ev.RootRunID, ev.Manifest = rec.RunID, rec.RootRunID, rec.Manifest
+	if err := c.bus.PublishEvent(context.WithoutCancel(ctx), ev); err != nil {
+		c.log.Warn("event not published", "run_id", rec.RunID, "kind", ev.Kind, "error", err)
+	}
+}
+
+// NewRunID returns a new run ID: sortable by time, unique, and a valid
+// subject token ("20261122T211243Z-9f3a1c5e7b").
+func NewRunID() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}

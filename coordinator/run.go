@@ -1,0 +1,431 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/schemas"
+)
+
+// maxOutcomeBatch caps how many outcomes are folded into one record write.
+const maxOutcomeBatch = 256
+
+// run drives one run. Only its own goroutine touches it.
+type run struct {
+	c    *Coordinator
+	rec  *record
+	rev  uint64
+	plan *Plan
+	log  *slog.Logger
+
+	span  trace.Span
+	spans map[int]trace.Span
+
+	// Work of the current step, flushed after the record is written.
+	tasks      []bus.Task
+	pendingCtx []context.Context // trace context of each task in tasks
+	events     []bus.Event
+}
+
+// drive takes the run from queued to its end.
+func (r *run) drive(ctx, traceCtx context.Context) {
+	rec := r.rec
+	spanCtx, span := r.c.tracer.Start(traceCtx, "run "+rec.Manifest, trace.WithAttributes(
+		attribute.String("manifold.run_id", rec.RunID),
+		attribute.String("manifold.root_run_id", rec.RootRunID),
+		attribute.String("manifold.parent_run_id", rec.ParentRunID),
+		attribute.Int("manifold.depth", rec.Depth),
+		attribute.String("manifold.manifest", rec.Manifest),
+		attribute.Bool("manifold.noop", rec.Request.Noop),
+		attribute.Bool("manifold.health_check_only", rec.Request.HealthCheckOnly),
+		attribute.String("manifold.pool", rec.Request.Pool),
+	))
+	r.span, r.spans = span, map[int]trace.Span{}
+	defer func() {
+		for _, s := range r.spans {
+			s.End()
+		}
+		span.End()
+	}()
+	rec.TraceID = span.SpanContext().TraceID().String()
+
+	plan, err := r.load()
+	if err != nil {
+		r.finishRejected(ctx, err)
+		return
+	}
+	r.plan = plan
+	rec.Status, rec.StartedAt = RunRunning, time.Now().UTC()
+	rec.Tasks = make([]*taskState, len(plan.Manifest.Resources))
+	for i, res := range plan.Manifest.Resources {
+		rec.Tasks[i] = &taskState{Ref: res.Ref(), Type: res.Type, Name: res.Name, Alias: res.Alias,
+			Pool: cmp.Or(res.Target, rec.Request.Pool), Status: bus.TaskPending}
+	}
+	r.events = append(r.events, bus.Event{Kind: bus.EventRunStarted, Total: len(rec.Tasks)})
+	r.log.Info("run started", "resources", len(rec.Tasks), "noop", rec.Request.Noop)
+
+	outcomes, err := r.c.bus.OutcomeConsumer(ctx, rec.RunID)
+	if err != nil {
+		r.log.Error("run: no outcome consumer; another coordinator can resume it", "error", err)
+		return
+	}
+	deliveries := make(chan *bus.Delivery)
+	pullCtx, stopPull := context.WithCancel(ctx)
+	defer stopPull()
+	go func() {
+		for {
+			d, err := outcomes.Next(pullCtx)
+			if err != nil {
+				return
+			}
+			select {
+			case deliveries <- d:
+			case <-pullCtx.Done():
+				return
+			}
+		}
+	}()
+
+	r.schedule(spanCtx)
+	if !r.commit(ctx) {
+		return
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for !r.done() {
+		timer.Reset(r.nextDeadline())
+		var acks []*bus.Delivery
+		select {
+		case <-ctx.Done():
+			r.log.Info("run left unfinished: coordinator stopping; another coordinator can resume it")
+			return
+		case d := <-deliveries:
+			acks = append(acks, d)
+			r.handleOutcome(d)
+		drain:
+			for len(acks) < maxOutcomeBatch {
+				select {
+				case d := <-deliveries:
+					acks = append(acks, d)
+					r.handleOutcome(d)
+				default:
+					break drain
+				}
+			}
+		case <-timer.C:
+			r.expire(time.Now())
+		}
+		r.schedule(spanCtx)
+		if !r.commit(ctx) {
+			return
+		}
+		for _, d := range acks {
+			if err := d.Ack(ctx); err != nil {
+				r.log.Warn("outcome ack failed; a redelivery is dropped as stale", "error", err)
+			}
+		}
+	}
+	r.finish(ctx)
+}
+
+// load parses the manifest of the request and prepares its plan.
+func (r *run) load() (*Plan, error) {
+	req := r.rec.Request
+	if req.ManifestYAML == "" {
+		return nil, errors.New("run request carries no manifest (manifest_yaml is empty)")
+	}
+	m, err := schemas.Parse(r.rec.Manifest, []byte(req.ManifestYAML))
+	if err != nil {
+		return nil, err
+	}
+	return Prepare(m, req.Data)
+}
+
+// schedule moves pending tasks on: skips those whose requirements failed,
+// dispatches the ready ones. It loops because a skip can make another task
+// ready.
+func (r *run) schedule(ctx context.Context) {
+	for progress := true; progress; {
+		progress = false
+		for i, t := range r.rec.Tasks {
+			if t.Status != bus.TaskPending || !r.ready(i) {
+				continue
+			}
+			progress = true
+			if reason := r.skipReason(i); reason != "" {
+				r.settle(i, bus.TaskSkipped, reason, "")
+				continue
+			}
+			r.dispatch(ctx, i)
+		}
+	}
+}
+
+// ready reports whether every task i waits for has ended.
+func (r *run) ready(i int) bool {
+	p := r.plan
+	if a := p.After[i]; a >= 0 && !r.rec.Tasks[a].Status.Final() {
+		return false
+	}
+	for _, deps := range [][]int{p.Requires[i], p.Subscribes[i]} {
+		for _, j := range deps {
+			if !r.rec.Tasks[j].Status.Final() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// skipReason says why a ready task must not run, or "".
+func (r *run) skipReason(i int) string {
+	if r.rec.Stopped {
+		return "not run: fail_on_error stopped the run after a failure"
+	}
+	for _, deps := range [][]int{r.plan.Requires[i], r.plan.Subscribes[i]} {
+		for _, j := range deps {
+			switch dep := r.rec.Tasks[j]; dep.Status {
+			case bus.TaskFailed:
+				return "skipped: " + dep.Ref + " failed"
+			case bus.TaskSkipped, bus.TaskCancelled:
+				return "skipped: " + dep.Ref + " was skipped"
+			}
+		}
+	}
+	return ""
+}
+
+// dispatch queues task i for publication after the next commit.
+func (r *run) dispatch(ctx context.Context, i int) {
+	rec, t := r.rec, r.rec.Tasks[i]
+	res := r.plan.Manifest.Resources[i]
+	refresh := false
+	for _, j := range r.plan.Subscribes[i] {
+		refresh = refresh || rec.Tasks[j].Changed
+	}
+	timeout := res.Timeout
+	if timeout <= 0 {
+		timeout = cmp.Or(time.Duration(rec.Request.TaskTimeoutMS)*time.Millisecond, r.c.cfg.TaskTimeout)
+	}
+	t.Attempt++
+	t.Status = bus.TaskDispatched
+	t.Refreshed = refresh
+	t.Deadline = time.Now().Add(timeout).UTC()
+	spanCtx, span := r.c.tracer.Start(ctx, "resource "+t.Ref, trace.WithAttributes(
+		attribute.String("manifold.run_id", rec.RunID),
+		attribute.String("manifold.resource.ref", t.Ref),
+		attribute.String("manifold.resource.type", t.Type),
+		attribute.String("manifold.resource.name", t.Name),
+		attribute.Int("manifold.attempt", t.Attempt),
+		attribute.String("manifold.pool", t.Pool),
+	))
+	if old := r.spans[i]; old != nil {
+		old.End()
+	}
+	r.spans[i] = span
+	task := bus.Task{
+		RunID: rec.RunID, RootRunID: rec.RootRunID, Task: i, Attempt: t.Attempt, Manifest: rec.Manifest,
+		Resource: res, Data: r.plan.Data, Noop: rec.Request.Noop, HealthCheckOnly: rec.Request.HealthCheckOnly,
+		Refresh: refresh, WorkDir: rec.Request.WorkDir, Pool: t.Pool, TimeoutMS: timeout.Milliseconds(),
+		Deadline: t.Deadline,
+	}
+	r.tasks = append(r.tasks, task)
+	r.pendingCtx = append(r.pendingCtx, spanCtx)
+	r.events = append(r.events, bus.Event{Kind: bus.EventTaskDispatched, Task: &i, Ref: t.Ref})
+}
+
+// handleOutcome folds one outcome delivery into the record. Stale outcomes
+// (an earlier attempt, a task already settled) are dropped.
+func (r *run) handleOutcome(d *bus.Delivery) {
+	var o bus.Outcome
+	if err := bus.Decode(d.Data(), &o); err != nil {
+		r.log.Warn("outcome dropped: unreadable", "error", err)
+		return
+	}
+	if o.RunID != r.rec.RunID || o.Task < 0 || o.Task >= len(r.rec.Tasks) {
+		r.log.Warn("outcome dropped: not of this run", "outcome_run", o.RunID, "task", o.Task)
+		return
+	}
+	t := r.rec.Tasks[o.Task]
+	if t.Status.Final() || o.Attempt != t.Attempt {
+		r.log.Debug("stale outcome dropped", "resource", t.Ref, "attempt", o.Attempt, "current", t.Attempt)
+		return
+	}
+	t.Worker, t.DurationMS, t.Changed = o.Worker, o.DurationMS, o.Changed
+	t.Refreshed = o.Refreshed
+	status := o.Status
+	switch status {
+	case bus.TaskChanged, bus.TaskStable, bus.TaskSkipped:
+	case bus.TaskFailed:
+		if res := r.plan.Manifest.Resources[o.Task]; t.Attempt <= res.Retry {
+			r.log.Info("resource failed, retrying", "resource", t.Ref, "attempt", t.Attempt, "error", o.Error)
+			r.endSpan(o.Task, o.Error)
+			t.Status = bus.TaskPending // schedule dispatches the next attempt
+			return
+		}
+	default:
+		status, o.Error = bus.TaskFailed, fmt.Sprintf("worker reported unknown status %q", o.Status)
+	}
+	r.settle(o.Task, status, o.Message, o.Error)
+}
+
+// settle ends task i with status, recording what happened.
+func (r *run) settle(i int, status bus.TaskStatus, message, errText string) {
+	t := r.rec.Tasks[i]
+	t.Status, t.Message, t.Error = status, message, errText
+	if status != bus.TaskChanged {
+		t.Changed = false
+	}
+	if status == bus.TaskFailed && r.plan.Manifest.FailOnError {
+		r.rec.Stopped = true
+	}
+	r.endSpan(i, errText)
+	done := 0
+	for _, x := range r.rec.Tasks {
+		if x.Status.Final() {
+			done++
+		}
+	}
+	r.events = append(r.events, bus.Event{Kind: bus.EventTaskFinished, Task: &i, Ref: t.Ref, Status: string(status),
+		Outcome: status, Message: message, Error: errText, Worker: t.Worker, DurationMS: t.DurationMS,
+		Done: done, Total: len(r.rec.Tasks)})
+	level := slog.LevelInfo
+	if status == bus.TaskFailed {
+		level = slog.LevelWarn
+	}
+	r.log.Log(context.Background(), level, "resource "+string(status), "resource", t.Ref, "message", message, "error", errText, "worker", t.Worker)
+}
+
+func (r *run) endSpan(i int, errText string) {
+	span := r.spans[i]
+	if span == nil {
+		return
+	}
+	t := r.rec.Tasks[i]
+	span.SetAttributes(attribute.String("manifold.status", string(t.Status)), attribute.Bool("manifold.changed", t.Changed),
+		attribute.Bool("manifold.refreshed", t.Refreshed), attribute.String("manifold.worker", t.Worker))
+	if errText != "" {
+		span.SetStatus(codes.Error, errText)
+	}
+	span.End()
+	delete(r.spans, i)
+}
+
+// expire fails dispatched tasks whose deadline (plus grace for the worker's
+// own timeout outcome) has passed.
+func (r *run) expire(now time.Time) {
+	for i, t := range r.rec.Tasks {
+		if (t.Status == bus.TaskDispatched || t.Status == bus.TaskRunning) && now.After(t.Deadline.Add(outcomeGrace)) {
+			r.settle(i, bus.TaskFailed, "", fmt.Sprintf("no outcome by the task deadline %s: no worker of pool %q finished it in time",
+				t.Deadline.Format(time.RFC3339), t.Pool))
+		}
+	}
+}
+
+// nextDeadline returns how long until the earliest task deadline (plus
+// grace) passes.
+func (r *run) nextDeadline() time.Duration {
+	next := time.Hour
+	for _, t := range r.rec.Tasks {
+		if t.Status == bus.TaskDispatched || t.Status == bus.TaskRunning {
+			next = min(next, time.Until(t.Deadline.Add(outcomeGrace)))
+		}
+	}
+	return max(next, time.Millisecond)
+}
+
+func (r *run) done() bool {
+	for _, t := range r.rec.Tasks {
+		if !t.Status.Final() {
+			return false
+		}
+	}
+	return true
+}
+
+// commit writes the record (compare and swap), then publishes the tasks and
+// events of the step. It returns false when the run must be left: the
+// record could not be written, or another coordinator owns it now.
+func (r *run) commit(ctx context.Context) bool {
+	if err := r.write(ctx); err != nil {
+		r.log.Error("run record not written; leaving the run for recovery", "error", err)
+		return false
+	}
+	for k, task := range r.tasks {
+		if err := r.c.bus.PublishTask(r.pendingCtx[k], task); err != nil {
+			// The record says dispatched: the deadline fails the task if the
+			// publication is lost for good.
+			r.log.Error("task not published", "resource", task.Resource.Ref(), "error", err)
+		}
+	}
+	for _, ev := range r.events {
+		r.c.event(ctx, r.rec, ev)
+	}
+	r.tasks, r.pendingCtx, r.events = r.tasks[:0], r.pendingCtx[:0], r.events[:0]
+	return true
+}
+
+func (r *run) write(ctx context.Context) error {
+	data, err := json.Marshal(r.rec)
+	if err != nil {
+		return err
+	}
+	rev, err := r.c.bus.Runs().Update(ctx, runKey(r.rec.RunID), data, r.rev)
+	if err != nil {
+		return err
+	}
+	r.rev = rev
+	return nil
+}
+
+// finish ends a run whose tasks have all ended.
+func (r *run) finish(ctx context.Context) {
+	rec := r.rec
+	rec.Status, rec.FinishedAt = RunSucceeded, time.Now().UTC()
+	failed := 0
+	for _, t := range rec.Tasks {
+		if t.Status == bus.TaskFailed {
+			failed++
+		}
+	}
+	if failed > 0 {
+		rec.Status = RunFailed
+		rec.Error = fmt.Sprintf("%d of %d resources failed", failed, len(rec.Tasks))
+		r.span.SetStatus(codes.Error, rec.Error)
+	}
+	r.span.SetAttributes(attribute.String("manifold.status", string(rec.Status)))
+	rep := rec.report()
+	r.events = append(r.events, bus.Event{Kind: bus.EventRunFinished, Status: string(rec.Status), Error: rec.Error,
+		Done: rep.Counts.Total, Total: rep.Counts.Total, DurationMS: rep.DurationMS})
+	if !r.commit(ctx) {
+		return
+	}
+	if err := r.c.bus.DeleteOutcomeConsumer(context.WithoutCancel(ctx), rec.RunID); err != nil {
+		r.log.Warn("outcome consumer not removed (it expires when idle)", "error", err)
+	}
+	r.log.Info("run finished", "status", rec.Status, "changed", rep.Counts.Changed, "failed", rep.Counts.Failed,
+		"skipped", rep.Counts.Skipped, "duration_ms", rep.DurationMS)
+}
+
+// finishRejected ends a run whose manifest could not be loaded or planned.
+func (r *run) finishRejected(ctx context.Context, err error) {
+	rec := r.rec
+	msg := err.Error()
+	rec.Status, rec.Error, rec.StartedAt, rec.FinishedAt = RunFailed, msg, time.Now().UTC(), time.Now().UTC()
+	r.span.SetStatus(codes.Error, msg)
+	r.log.Warn("run rejected", "error", strings.ReplaceAll(msg, "\n", "; "))
+	r.events = append(r.events, bus.Event{Kind: bus.EventRunRejected, Error: msg},
+		bus.Event{Kind: bus.EventRunFinished, Status: string(RunFailed), Error: msg})
+	r.commit(ctx)
+}

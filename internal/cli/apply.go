@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/coordinator"
+	"github.com/manifold-run/manifold/internal/telemetry"
+	"github.com/manifold-run/manifold/schemas"
+)
+
+const applyAbout = `Runs a manifest and waits for it to finish, printing a line per resource
+as it finishes and then a summary (or, with --output json, the run report).
+
+Without --server it starts an embedded engine in this process: a NATS
+server with JetStream, a coordinator and a worker, all talking through
+JetStream. Nothing listens on the network and the store is a private
+temporary directory, so any number of applies can run at once.
+
+Exit codes: 0 no resource failed, 1 resources failed, 2 invalid manifest or
+flags, 3 could not run (bus error, timeout, interrupted).`
+
+type applyOpts struct {
+	noop, healthCheckOnly bool
+	data                  dataFlags
+	output                choice
+	timeout               time.Duration
+	maxDepth              int
+	concurrency           int
+	logLevel              choice
+	otlpEndpoint          string
+}
+
+func runApply(ctx context.Context, st IO, args []string) int {
+	o := applyOpts{data: dataFlags{}, output: choice{"text", []string{"text", "json"}},
+		logLevel: choice{"warn", []string{"debug", "info", "warn", "error"}}}
+	fs := newFlags("apply", "[flags] MANIFEST", applyAbout, st.Stderr)
+	fs.BoolVar(&o.noop, "noop", false, "report what would change without changing anything")
+	fs.BoolVar(&o.healthCheckOnly, "health-check-only", false, "run health checks only")
+	fs.Var(o.data, "data", "override manifest data: key=value, repeatable; values are YAML scalars, dotted keys nest (app.port=80)")
+	fs.Var(&o.output, "output", "output format: text or json (the run report)")
+	fs.DurationVar(&o.timeout, "timeout", time.Hour, "give up on the run after this long (exit 3)")
+	fs.IntVar(&o.maxDepth, "max-depth", coordinator.DefaultMaxDepth, "maximum nesting of apply resources")
+	fs.IntVar(&o.concurrency, "concurrency", 0, "resources executed at once by the embedded worker (default: CPUs)")
+	fs.Var(&o.logLevel, "log-level", "log level on stderr: debug, info, warn or error")
+	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export traces to this OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return flagExit(err)
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(st.Stderr, "manifold apply: want exactly one MANIFEST argument")
+		fs.Usage()
+		return ExitInvalid
+	}
+	if o.maxDepth < 0 {
+		fmt.Fprintln(st.Stderr, "manifold apply: --max-depth must not be negative")
+		return ExitInvalid
+	}
+	path := pos[0]
+
+	src, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
+		return ExitInvalid
+	}
+	m, err := schemas.Parse(path, src)
+	if err == nil {
+		_, err = coordinator.Prepare(m, o.data)
+	}
+	if err != nil {
+		printValidation(st.Stderr, err)
+		return ExitInvalid
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
+		return ExitInvalid
+	}
+
+	logger := newLogger(st.Stderr, o.logLevel.value)
+	shutdown, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "manifold-cli", Endpoint: o.otlpEndpoint})
+	if err != nil {
+		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
+		return ExitInvalid
+	}
+	defer func() {
+		if err := shutdown(context.Background()); err != nil {
+			logger.Warn("traces not flushed", "error", err)
+		}
+	}()
+
+	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("run did not finish within --timeout %s", o.timeout))
+	defer cancel()
+	eng, err := startEmbedded(ctx, embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, Concurrency: o.concurrency})
+	if err != nil {
+		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
+		return ExitUnavailable
+	}
+	defer eng.close()
+
+	req := bus.RunRequest{
+		RunID: coordinator.NewRunID(), ManifestYAML: string(src), ManifestName: path, WorkDir: dir,
+		Data: o.data, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth,
+	}
+	return submitAndFollow(ctx, st, eng.bus, req, o.output.value)
+}
+
+// submitAndFollow submits a run, prints its progress (text) and then its
+// report, and returns the exit code the report calls for.
+func submitAndFollow(ctx context.Context, st IO, b *bus.Bus, req bus.RunRequest, output string) int {
+	followed := make(chan error, 1)
+	p := &progressPrinter{w: st.Stdout, quiet: output == "json", noop: req.Noop}
+	rejected := false
+	go func() {
+		followed <- b.FollowEvents(ctx, req.RunID, func(ev bus.Event) bool {
+			if ev.Kind == bus.EventRunRejected && ev.RunID == req.RunID {
+				rejected = true
+			}
+			p.event(ev)
+			return !(ev.Kind == bus.EventRunFinished && ev.RunID == req.RunID)
+		})
+	}()
+	if err := b.SubmitRun(ctx, req, req.RunID); err != nil {
+		fmt.Fprintf(st.Stderr, "manifold: submit run: %v\n", err)
+		return ExitUnavailable
+	}
+	if err := <-followed; err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			err = cause
+		}
+		fmt.Fprintf(st.Stderr, "manifold: run %s: %v\n", req.RunID, err)
+		return ExitUnavailable
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	rep, err := coordinator.GetReport(rctx, b, req.RunID)
+	if err != nil {
+		fmt.Fprintf(st.Stderr, "manifold: run %s: report: %v\n", req.RunID, err)
+		return ExitUnavailable
+	}
+	if output == "json" {
+		enc := json.NewEncoder(st.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	} else {
+		p.summary(rep)
+	}
+	switch {
+	case rejected:
+		if output == "json" {
+			fmt.Fprintln(st.Stderr, rep.Error)
+		}
+		return ExitInvalid
+	case rep.Status == coordinator.RunSucceeded:
+		return ExitOK
+	case rep.Status == coordinator.RunFailed && rep.Counts.Failed > 0:
+		return ExitFailed
+	default:
+		return ExitUnavailable
+	}
+}
+
+func flagExit(err error) int {
+	if errors.Is(err, flagHelp) {
+		return ExitOK
+	}
+	return ExitInvalid
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// printValidation prints validation errors, one file:line:col line each.
+func printValidation(w io.Writer, err error) {
+	var errs schemas.Errors
+	if errors.As(err, &errs) {
+		for _, e := range errs {
+			fmt.Fprintln(w, e.Error())
+		}
+		return
+	}
+	fmt.Fprintln(w, err.Error())
+}

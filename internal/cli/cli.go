@@ -1,0 +1,119 @@
+// Package cli is the manifold command line: commands, flags, output and exit
+// codes. cmd/manifold only wires it to the process.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Exit codes, a contract scripts depend on.
+const (
+	// ExitOK: the run finished with no failed resource (or the command
+	// succeeded).
+	ExitOK = 0
+	// ExitFailed: the run finished with failed resources.
+	ExitFailed = 1
+	// ExitInvalid: invalid input: a manifest that does not validate, bad
+	// flags or arguments.
+	ExitInvalid = 2
+	// ExitUnavailable: the run could not be carried out: bus error, timeout,
+	// interrupted.
+	ExitUnavailable = 3
+)
+
+// Version is the build's version, set by the linker.
+var Version = "dev"
+
+// IO is where a command reads and writes.
+type IO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Getenv defaults to os.Getenv.
+	Getenv func(string) string
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, st IO, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{"apply", "run a manifest and wait for it (embedded engine by default)", runApply},
+		{"validate", "check a manifest against the schemas without running it", runValidate},
+		{"render", "print a manifest in the normalised flat form", runRender},
+		{"schema", "print the CUE schemas manifests are checked against", runSchema},
+		{"version", "print the version", runVersion},
+	}
+}
+
+// Run executes the command line args (without the program name) and
+// returns the process exit code.
+func Run(ctx context.Context, st IO, args []string) int {
+	if st.Getenv == nil {
+		st.Getenv = os.Getenv
+	}
+	if len(args) == 0 {
+		usage(st.Stderr)
+		return ExitInvalid
+	}
+	name := args[0]
+	switch name {
+	case "-h", "--help", "help":
+		if len(args) > 1 {
+			return Run(ctx, st, []string{args[1], "--help"})
+		}
+		usage(st.Stdout)
+		return ExitOK
+	case "--version":
+		name = "version"
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(ctx, st, args[1:])
+		}
+	}
+	fmt.Fprintf(st.Stderr, "manifold: unknown command %q\n\n", name)
+	usage(st.Stderr)
+	return ExitInvalid
+}
+
+func usage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString("manifold: distributed configuration management on NATS JetStream\n\nUsage:\n  manifold <command> [flags] [arguments]\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
+	}
+	b.WriteString(`
+Run 'manifold <command> --help' for a command's flags.
+
+Exit codes: 0 no resource failed, 1 resources failed, 2 invalid input,
+3 could not run (bus error, timeout, interrupted).
+`)
+	io.WriteString(w, b.String())
+}
+
+// usageError is bad command-line input: exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+func isUsage(err error) bool {
+	var u *usageError
+	return errors.As(err, &u)
+}
+
+func runVersion(_ context.Context, st IO, args []string) int {
+	fmt.Fprintln(st.Stdout, "manifold", Version)
+	return ExitOK
+}

@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/coordinator"
+	"github.com/manifold-run/manifold/resources/builtin"
+	"github.com/manifold-run/manifold/worker"
+)
+
+// embedded is the in-process engine of `manifold apply` without --server:
+// a NATS server with JetStream (no listener, store in a private temporary
+// directory), a coordinator and a worker, all talking through JetStream
+// exactly as separate processes would. Two at once never collide: no
+// ports, separate stores.
+type embedded struct {
+	dir    string
+	srv    *bus.Server
+	bus    *bus.Bus
+	coord  *coordinator.Coordinator
+	worker *worker.Worker
+}
+
+type embeddedOpts struct {
+	Logger      *slog.Logger
+	MaxDepth    int
+	Concurrency int
+}
+
+func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error) {
+	e := &embedded{}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	if e.dir, err = os.MkdirTemp("", "manifold-embedded-"); err != nil {
+		return nil, fmt.Errorf("embedded engine: store directory: %w", err)
+	}
+	if e.srv, err = bus.StartServer(bus.ServerConfig{StoreDir: e.dir}); err != nil {
+		return nil, err
+	}
+	nc, err := e.srv.Connect("manifold-apply")
+	if err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if e.bus, err = bus.Open(octx, nc, bus.Config{}); err != nil {
+		return nil, err
+	}
+	if e.coord, err = coordinator.New(coordinator.Config{Bus: e.bus, Logger: o.Logger, MaxDepth: o.MaxDepth, Name: "embedded"}); err != nil {
+		return nil, err
+	}
+	if err = e.coord.Start(ctx); err != nil {
+		return nil, err
+	}
+	e.worker, err = worker.New(worker.Config{Bus: e.bus, Registry: builtin.Registry(), Logger: o.Logger,
+		Name: "embedded", Concurrency: o.Concurrency, Version: Version})
+	if err != nil {
+		return nil, err
+	}
+	if err = e.worker.Start(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// close stops everything and removes the store. Safe on a partly started
+// engine.
+func (e *embedded) close() {
+	if e.worker != nil {
+		e.worker.Kill()
+	}
+	if e.coord != nil {
+		e.coord.Stop()
+	}
+	if e.bus != nil {
+		e.bus.Conn().Close()
+	}
+	e.srv.Shutdown()
+	if e.dir != "" {
+		os.RemoveAll(e.dir)
+	}
+}

@@ -1,0 +1,278 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/resources"
+)
+
+// Config configures a Worker.
+type Config struct {
+	// Bus is the provisioned bus. Required.
+	Bus *bus.Bus
+	// Registry builds resources. Required.
+	Registry *resources.Registry
+	// Name identifies the worker in outcomes and the workers bucket.
+	// Defaults to host-pid.
+	Name string
+	// Pools the worker takes tasks of. Defaults to ["default"].
+	Pools []string
+	// Concurrency bounds tasks executed at once, across pools. Defaults to
+	// the number of CPUs.
+	Concurrency int
+	// Runner runs system commands. Defaults to resources.OSRunner.
+	Runner resources.CommandRunner
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Facts describe the host for templates and `manifold workers`.
+	Facts map[string]any
+	// Version is reported in the workers bucket.
+	Version string
+	// TracerProvider defaults to otel's global provider.
+	TracerProvider trace.TracerProvider
+}
+
+// WithDefaults returns cfg with zero fields set to their defaults.
+func (cfg Config) WithDefaults() Config {
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		cfg.Name = cmp.Or(host, "worker") + "-" + strconv.Itoa(os.Getpid())
+	}
+	if len(cfg.Pools) == 0 {
+		cfg.Pools = []string{bus.DefaultPool}
+	}
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, runtime.NumCPU())
+	if cfg.Runner == nil {
+		cfg.Runner = resources.OSRunner{}
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	return cfg
+}
+
+func (cfg Config) validate() error {
+	if cfg.Bus == nil || cfg.Registry == nil {
+		return errors.New("worker: config needs a bus and a registry")
+	}
+	if cfg.Concurrency < 1 {
+		return fmt.Errorf("worker: concurrency %d must be at least 1", cfg.Concurrency)
+	}
+	if err := bus.ValidToken(cfg.Name); err != nil {
+		return fmt.Errorf("worker: name: %w", err)
+	}
+	for _, p := range cfg.Pools {
+		if err := bus.ValidToken(p); err != nil {
+			return fmt.Errorf("worker: pool: %w", err)
+		}
+	}
+	return nil
+}
+
+// Worker executes tasks of its pools.
+type Worker struct {
+	cfg    Config
+	bus    *bus.Bus
+	log    *slog.Logger
+	tracer trace.Tracer
+	slots  chan struct{}
+
+	mu      sync.Mutex
+	cancel  context.CancelCauseFunc // stops taking tasks
+	kill    context.CancelCauseFunc // cancels running tasks
+	wg      sync.WaitGroup
+	tasksWG sync.WaitGroup
+	stopped bool
+
+	runMu   sync.Mutex
+	running map[string]string // task message ID → ref
+}
+
+// New returns a worker; Start starts it.
+func New(cfg Config) (*Worker, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Worker{
+		cfg:     cfg,
+		bus:     cfg.Bus,
+		log:     cfg.Logger.With("component", "worker", "worker", cfg.Name),
+		tracer:  cfg.TracerProvider.Tracer("github.com/manifold-run/manifold/worker"),
+		slots:   make(chan struct{}, cfg.Concurrency),
+		running: map[string]string{},
+	}, nil
+}
+
+// Name returns the worker's name.
+func (w *Worker) Name() string { return w.cfg.Name }
+
+// errStopping is the cause of contexts ended by Stop.
+var errStopping = errors.New("worker stopping")
+
+// Start registers the worker, binds to its pools' consumers and returns;
+// tasks are taken in the background until Stop or until ctx ends.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel != nil || w.stopped {
+		return errors.New("worker: already started")
+	}
+	consumers := make([]*bus.Consumer, 0, len(w.cfg.Pools))
+	for _, pool := range w.cfg.Pools {
+		c, err := w.bus.TaskConsumer(ctx, pool)
+		if err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		consumers = append(consumers, c)
+	}
+	if err := w.register(ctx); err != nil {
+		return err
+	}
+	base := context.WithoutCancel(ctx)
+	takeCtx, cancel := context.WithCancelCause(base)
+	killCtx, kill := context.WithCancelCause(base)
+	w.cancel, w.kill = cancel, kill
+	stopOnParent := context.AfterFunc(ctx, func() { cancel(errStopping); kill(errStopping) })
+	for i, c := range consumers {
+		w.wg.Go(func() { w.take(takeCtx, killCtx, w.cfg.Pools[i], c) })
+	}
+	w.wg.Go(func() { w.heartbeat(takeCtx) })
+	w.wg.Go(func() { <-takeCtx.Done(); stopOnParent() })
+	return nil
+}
+
+// Stop drains: it takes no new tasks, waits for running tasks to finish
+// and deregisters. It is idempotent and safe when never started.
+func (w *Worker) Stop() { w.stop(false) }
+
+// Kill cancels running tasks (their processes are killed), then stops.
+func (w *Worker) Kill() { w.stop(true) }
+
+func (w *Worker) stop(hard bool) {
+	w.mu.Lock()
+	cancel, kill, already := w.cancel, w.kill, w.stopped
+	w.stopped = true
+	w.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel(errStopping)
+	if hard {
+		kill(errStopping)
+	}
+	w.wg.Wait()
+	w.tasksWG.Wait()
+	kill(errStopping)
+	if !already {
+		ctx, done := context.WithTimeout(context.Background(), 2*time.Second)
+		defer done()
+		if err := w.bus.Workers().Delete(ctx, w.cfg.Name); err != nil {
+			w.log.Warn("deregister failed; the entry expires", "error", err)
+		}
+	}
+}
+
+// take pulls tasks of one pool while slots are free.
+func (w *Worker) take(takeCtx, killCtx context.Context, pool string, c *bus.Consumer) {
+	for {
+		select {
+		case w.slots <- struct{}{}:
+		case <-takeCtx.Done():
+			return
+		}
+		d, err := c.Next(takeCtx)
+		if err != nil {
+			<-w.slots
+			if takeCtx.Err() == nil {
+				w.log.Error("task consumer stopped", "pool", pool, "error", err)
+			}
+			return
+		}
+		w.tasksWG.Go(func() {
+			defer func() { <-w.slots }()
+			w.handle(killCtx, d)
+		})
+	}
+}
+
+// Registration is a worker's entry in the workers bucket.
+type Registration struct {
+	Name        string         `json:"name"`
+	Pools       []string       `json:"pools"`
+	Concurrency int            `json:"concurrency"`
+	Running     []string       `json:"running"`
+	Version     string         `json:"version,omitempty"`
+	Facts       map[string]any `json:"facts,omitempty"`
+	Started     time.Time      `json:"started"`
+	Seen        time.Time      `json:"seen"`
+}
+
+func (w *Worker) register(ctx context.Context) error {
+	w.runMu.Lock()
+	running := make([]string, 0, len(w.running))
+	for id, ref := range w.running {
+		running = append(running, id+" "+ref)
+	}
+	w.runMu.Unlock()
+	slices.Sort(running)
+	reg := Registration{Name: w.cfg.Name, Pools: w.cfg.Pools, Concurrency: w.cfg.Concurrency, Running: running,
+		Version: w.cfg.Version, Facts: w.cfg.Facts, Started: startTime, Seen: time.Now().UTC()}
+	data, _ := json.Marshal(reg)
+	if _, err := w.bus.Workers().Put(ctx, w.cfg.Name, data); err != nil {
+		return fmt.Errorf("worker: register: %w", err)
+	}
+	return nil
+}
+
+var startTime = time.Now().UTC()
+
+func (w *Worker) heartbeat(ctx context.Context) {
+	every := max(w.bus.Config().WorkerTTL/3, 100*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := w.register(ctx); err != nil && ctx.Err() == nil {
+				w.log.Warn("heartbeat failed", "error", err)
+			}
+		}
+	}
+}
+
+func (w *Worker) track(id, ref string, on bool) {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	if on {
+		w.running[id] = ref
+	} else {
+		delete(w.running, id)
+	}
+}
+
+// short trims s to n bytes for log lines.
+func short(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
