@@ -25,8 +25,16 @@ type RunRequest struct {
 	ManifestYAML string `json:"manifest_yaml,omitempty"`
 	// ManifestName is the manifest's file name, used in errors and reports.
 	ManifestName string `json:"manifest_name,omitempty"`
-	// WorkDir is the directory relative paths of the manifest resolve
-	// against on workers (embedded mode: the manifest's directory).
+	// Bundle names a bundle instead of an inline manifest: a name in the
+	// bundles object store ("sha256-<hex>", as `manifold run` uploads) or
+	// obj://bucket/key for a tar.gz in any object store bucket.
+	Bundle string `json:"bundle,omitempty"`
+	// Entry is the entry manifest's path inside the bundle. Defaults to
+	// manifest.yaml.
+	Entry string `json:"entry,omitempty"`
+	// WorkDir is a local directory holding the bundle root, for workers on
+	// the same host (embedded mode); relative paths of a manifest resolve
+	// against its directory there. Empty: workers extract the bundle.
 	WorkDir string `json:"work_dir,omitempty"`
 	// Data overrides the manifest's data; it always wins.
 	Data map[string]any `json:"data,omitempty"`
@@ -67,7 +75,11 @@ type Task struct {
 	// Refresh is set when a resource this one subscribes to changed.
 	Refresh bool   `json:"refresh,omitempty"`
 	WorkDir string `json:"work_dir,omitempty"`
-	Pool    string `json:"pool"`
+	// Bundle and Entry locate the manifest's files when WorkDir is empty:
+	// the worker extracts the bundle and works in Entry's directory.
+	Bundle string `json:"bundle,omitempty"`
+	Entry  string `json:"entry,omitempty"`
+	Pool   string `json:"pool"`
 	// TimeoutMS bounds the execution on the worker.
 	TimeoutMS int64 `json:"timeout_ms"`
 	// Deadline is when the coordinator gives up on the task: a worker that

@@ -25,10 +25,8 @@ import (
 const (
 	DefaultMaxDepth    = 10
 	DefaultTaskTimeout = 10 * time.Minute
-	// outcomeGrace is how long after a task's deadline the coordinator
-	// still waits for the worker's own timeout outcome before failing the
-	// task itself.
-	outcomeGrace = 5 * time.Second
+	// DefaultOutcomeGrace is the default of Config.OutcomeGrace.
+	DefaultOutcomeGrace = 5 * time.Second
 )
 
 // Config configures a Coordinator.
@@ -46,6 +44,10 @@ type Config struct {
 	// TaskTimeout bounds a task (queue wait plus execution) whose resource
 	// and request set none. Defaults to 10m.
 	TaskTimeout time.Duration
+	// OutcomeGrace is how long after a task's deadline the coordinator
+	// still waits for the worker's own timeout outcome before failing the
+	// task itself. Defaults to 5s.
+	OutcomeGrace time.Duration
 	// TracerProvider defaults to otel's global provider.
 	TracerProvider trace.TracerProvider
 }
@@ -59,6 +61,7 @@ func (cfg Config) WithDefaults() Config {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, DefaultMaxDepth)
 	cfg.TaskTimeout = cmp.Or(cfg.TaskTimeout, DefaultTaskTimeout)
+	cfg.OutcomeGrace = cmp.Or(cfg.OutcomeGrace, DefaultOutcomeGrace)
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()
 	}
@@ -82,6 +85,8 @@ type Coordinator struct {
 	bus    *bus.Bus
 	log    *slog.Logger
 	tracer trace.Tracer
+
+	bundles bundleCache
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -163,10 +168,16 @@ func (c *Coordinator) intake(ctx context.Context, cons *bus.Consumer) {
 
 // childOf links a child run to its parent.
 type childOf struct {
-	parent *record
-	task   int
-	depth  int
-	name   string
+	parent    *record
+	task      int
+	attempt   int
+	depth     int
+	maxDepth  int
+	name      string
+	chain     []string
+	applyData map[string]any
+	denyApply bool
+	session   map[string]sessionRef
 }
 
 // accept records a new run (queued) and starts driving it. A request whose
@@ -182,6 +193,8 @@ func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, 
 	rec.Request.Pool = cmp.Or(rec.Request.Pool, bus.DefaultPool)
 	if parent != nil {
 		rec.RootRunID, rec.ParentRunID, rec.ParentTask, rec.Depth = parent.parent.RootRunID, parent.parent.RunID, parent.task, parent.depth
+		rec.ParentAttempt, rec.Chain, rec.ApplyData, rec.DenyApply = parent.attempt, parent.chain, parent.applyData, parent.denyApply
+		rec.Session, rec.MaxDepth, rec.Entry = parent.session, parent.maxDepth, req.Entry
 		rec.Manifest = parent.name
 	}
 	if err := bus.ValidToken(req.RunID); err != nil {

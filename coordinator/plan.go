@@ -26,6 +26,11 @@ type Plan struct {
 	// Subscribes[i] are the resources i subscribes to (refresh i when one
 	// changed; skip i when one fails).
 	Subscribes [][]int
+	// External[i] are references of resource i to resources of ancestor
+	// manifests (already finished); ExternalSubscribes[i] the subscribed
+	// ones among them.
+	External           map[int][]string
+	ExternalSubscribes map[int][]string
 	// After[i] is the resource i waits for by declaration order, -1 for
 	// none (ordering: graph, or the first resource). It does not propagate
 	// failure.
@@ -35,10 +40,29 @@ type Plan struct {
 // Prepare resolves a manifest's data with overrides (which always win),
 // renders the names, aliases and references of its resources from that
 // data (the coordinator's share of templating; other properties are
-// rendered on workers), checks references and builds the graph. The
-// manifest is modified in place.
+// rendered on workers), checks references and properties and builds the
+// graph. The manifest is modified in place.
 func Prepare(m *schemas.Manifest, overrides map[string]any) (*Plan, error) {
-	data := MergeData(m.Data, overrides)
+	return PrepareWith(m, PrepareOpts{Overrides: overrides})
+}
+
+// PrepareOpts are the inputs of PrepareWith beyond the manifest.
+type PrepareOpts struct {
+	// ApplyData is the data property of the apply resource that started
+	// this (child) manifest: merged over the manifest's own data.
+	ApplyData map[string]any
+	// Overrides are the run's external data overrides: merged last, they
+	// always win.
+	Overrides map[string]any
+	// External accepts references to resources outside the manifest (its
+	// ancestors' resources in the same session). Nil accepts none.
+	External func(ref string) bool
+}
+
+// PrepareWith is Prepare for child manifests: data in three layers
+// (manifest, apply resource, run overrides) and references to ancestors.
+func PrepareWith(m *schemas.Manifest, o PrepareOpts) (*Plan, error) {
+	data := MergeData(MergeData(m.Data, o.ApplyData), o.Overrides)
 	scope := template.Scope{Data: data}
 	render := func(r *schemas.Resource, field string, s *string) error {
 		if !template.HasTemplate(*s) {
@@ -71,7 +95,7 @@ func Prepare(m *schemas.Manifest, overrides map[string]any) (*Plan, error) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	if err := schemas.CheckReferences(m); err != nil {
+	if err := schemas.CheckReferencesWith(m, o.External); err != nil {
 		return nil, err
 	}
 	if err := checkProperties(m, scope); err != nil {
@@ -83,6 +107,9 @@ func Prepare(m *schemas.Manifest, overrides map[string]any) (*Plan, error) {
 		Requires:   make([][]int, len(m.Resources)),
 		Subscribes: make([][]int, len(m.Resources)),
 		After:      make([]int, len(m.Resources)),
+		External:   map[int][]string{},
+
+		ExternalSubscribes: map[int][]string{},
 	}
 	for i, r := range m.Resources {
 		p.After[i] = -1
@@ -90,12 +117,19 @@ func Prepare(m *schemas.Manifest, overrides map[string]any) (*Plan, error) {
 			p.After[i] = i - 1
 		}
 		for _, ref := range r.Require {
-			j, _ := m.Lookup(ref) // CheckReferences proved every reference resolves
-			p.Requires[i] = append(p.Requires[i], j)
+			if j, ok := m.Lookup(ref); ok {
+				p.Requires[i] = append(p.Requires[i], j)
+			} else { // CheckReferencesWith proved it is an ancestor's
+				p.External[i] = append(p.External[i], ref)
+			}
 		}
 		for _, ref := range r.Subscribe {
-			j, _ := m.Lookup(ref)
-			p.Subscribes[i] = append(p.Subscribes[i], j)
+			if j, ok := m.Lookup(ref); ok {
+				p.Subscribes[i] = append(p.Subscribes[i], j)
+			} else {
+				p.External[i] = append(p.External[i], ref)
+				p.ExternalSubscribes[i] = append(p.ExternalSubscribes[i], ref)
+			}
 		}
 	}
 	return p, nil

@@ -96,6 +96,22 @@ type record struct {
 	Error       string         `json:"error,omitempty"`
 	Owner       string         `json:"owner,omitempty"`
 	TraceID     string         `json:"trace_id,omitempty"`
+	// Entry is the manifest's path inside the bundle ("" for an inline
+	// manifest).
+	Entry string `json:"entry,omitempty"`
+	// Chain lists the manifests from the root run to this one.
+	Chain []string `json:"chain,omitempty"`
+	// ParentAttempt is the attempt of the parent's apply task.
+	ParentAttempt int `json:"parent_attempt,omitempty"`
+	// ApplyData is the apply resource's data property.
+	ApplyData map[string]any `json:"apply_data,omitempty"`
+	// DenyApply is set when the apply resource had allow_apply: false.
+	DenyApply bool `json:"deny_apply,omitempty"`
+	// MaxDepth is the run tree's depth limit.
+	MaxDepth int `json:"max_depth,omitempty"`
+	// Session holds the finished resources of the ancestors, by reference
+	// (type#name and type#alias), for a child's cross-manifest references.
+	Session map[string]sessionRef `json:"session,omitempty"`
 	// Stopped is set when fail_on_error stopped dispatching.
 	Stopped    bool         `json:"stopped,omitempty"`
 	QueuedAt   time.Time    `json:"queued_at"`
@@ -120,6 +136,12 @@ type taskState struct {
 	Worker     string         `json:"worker,omitempty"`
 	Deadline   time.Time      `json:"deadline,omitzero"`
 	Child      string         `json:"child,omitempty"`
+}
+
+// sessionRef is an ancestor's finished resource as a child run sees it.
+type sessionRef struct {
+	Status  bus.TaskStatus `json:"status"`
+	Changed bool           `json:"changed,omitempty"`
 }
 
 // loadRecord reads a run record.

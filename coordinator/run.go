@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -60,7 +62,7 @@ func (r *run) drive(ctx, traceCtx context.Context) {
 	}()
 	rec.TraceID = span.SpanContext().TraceID().String()
 
-	plan, err := r.load()
+	plan, err := r.load(ctx)
 	if err != nil {
 		r.finishRejected(ctx, err)
 		return
@@ -139,17 +141,48 @@ func (r *run) drive(ctx, traceCtx context.Context) {
 	r.finish(ctx)
 }
 
-// load parses the manifest of the request and prepares its plan.
-func (r *run) load() (*Plan, error) {
-	req := r.rec.Request
-	if req.ManifestYAML == "" {
-		return nil, errors.New("run request carries no manifest (manifest_yaml is empty)")
+// load reads the manifest of the request (inline or from its bundle),
+// enforces allow_apply for child runs and prepares the plan.
+func (r *run) load(ctx context.Context) (*Plan, error) {
+	rec, req := r.rec, r.rec.Request
+	var src []byte
+	name := rec.Manifest
+	switch {
+	case req.Bundle != "":
+		b, err := r.c.bundle(ctx, req.Bundle)
+		if err != nil {
+			return nil, err
+		}
+		if src, err = b.Read(r.entry()); err != nil {
+			return nil, fmt.Errorf("bundle %s: %w", req.Bundle, err)
+		}
+		if rec.ParentRunID != "" || req.ManifestName == "" {
+			name = r.entry()
+		}
+	case req.ManifestYAML != "":
+		src = []byte(req.ManifestYAML)
+	default:
+		return nil, errors.New("run request carries no manifest: set manifest_yaml or bundle")
 	}
-	m, err := schemas.Parse(r.rec.Manifest, []byte(req.ManifestYAML))
+	m, err := schemas.ParseUnchecked(name, src)
 	if err != nil {
 		return nil, err
 	}
-	return Prepare(m, req.Data)
+	if rec.DenyApply {
+		var applies []string
+		for _, res := range m.Resources {
+			if res.Type == "apply" {
+				applies = append(applies, res.Ref()+" ("+res.Pos.String()+")")
+			}
+		}
+		if err := denyApplies(applies); err != nil {
+			return nil, err
+		}
+	}
+	return PrepareWith(m, PrepareOpts{ApplyData: rec.ApplyData, Overrides: req.Data, External: func(ref string) bool {
+		_, ok := rec.Session[ref]
+		return ok
+	}})
 }
 
 // schedule moves pending tasks on: skips those whose requirements failed,
@@ -193,14 +226,25 @@ func (r *run) skipReason(i int) string {
 	if r.rec.Stopped {
 		return "not run: fail_on_error stopped the run after a failure"
 	}
+	status := func(ref string, s bus.TaskStatus) string {
+		switch s {
+		case bus.TaskFailed:
+			return "skipped: " + ref + " failed"
+		case bus.TaskSkipped, bus.TaskCancelled:
+			return "skipped: " + ref + " was skipped"
+		}
+		return ""
+	}
 	for _, deps := range [][]int{r.plan.Requires[i], r.plan.Subscribes[i]} {
 		for _, j := range deps {
-			switch dep := r.rec.Tasks[j]; dep.Status {
-			case bus.TaskFailed:
-				return "skipped: " + dep.Ref + " failed"
-			case bus.TaskSkipped, bus.TaskCancelled:
-				return "skipped: " + dep.Ref + " was skipped"
+			if why := status(r.rec.Tasks[j].Ref, r.rec.Tasks[j].Status); why != "" {
+				return why
 			}
+		}
+	}
+	for _, ref := range r.plan.External[i] {
+		if why := status(ref, r.rec.Session[ref].Status); why != "" {
+			return why
 		}
 	}
 	return ""
@@ -213,6 +257,9 @@ func (r *run) dispatch(ctx context.Context, i int) {
 	refresh := false
 	for _, j := range r.plan.Subscribes[i] {
 		refresh = refresh || rec.Tasks[j].Changed
+	}
+	for _, ref := range r.plan.ExternalSubscribes[i] {
+		refresh = refresh || rec.Session[ref].Changed
 	}
 	timeout := res.Timeout
 	if timeout <= 0 {
@@ -234,15 +281,28 @@ func (r *run) dispatch(ctx context.Context, i int) {
 		old.End()
 	}
 	r.spans[i] = span
+	r.events = append(r.events, bus.Event{Kind: bus.EventTaskDispatched, Task: &i, Ref: t.Ref})
+	if res.Type == "apply" {
+		// The child run's own tasks have deadlines; the apply waits for
+		// the child, however long it takes.
+		t.Deadline = time.Time{}
+		r.startChild(ctx, spanCtx, i)
+		return
+	}
 	task := bus.Task{
 		RunID: rec.RunID, RootRunID: rec.RootRunID, Task: i, Attempt: t.Attempt, Manifest: rec.Manifest,
 		Resource: res, Data: r.plan.Data, Noop: rec.Request.Noop, HealthCheckOnly: rec.Request.HealthCheckOnly,
-		Refresh: refresh, WorkDir: rec.Request.WorkDir, Pool: t.Pool, TimeoutMS: timeout.Milliseconds(),
-		Deadline: t.Deadline,
+		Refresh: refresh, Pool: t.Pool, TimeoutMS: timeout.Milliseconds(), Deadline: t.Deadline,
+		Bundle: rec.Request.Bundle, Entry: r.entry(),
+	}
+	if rec.Request.WorkDir != "" {
+		task.WorkDir = rec.Request.WorkDir
+		if rec.Request.Bundle != "" {
+			task.WorkDir = filepath.Join(rec.Request.WorkDir, filepath.FromSlash(path.Dir(r.entry())))
+		}
 	}
 	r.tasks = append(r.tasks, task)
 	r.pendingCtx = append(r.pendingCtx, spanCtx)
-	r.events = append(r.events, bus.Event{Kind: bus.EventTaskDispatched, Task: &i, Ref: t.Ref})
 }
 
 // handleOutcome folds one outcome delivery into the record. Stale outcomes
@@ -326,7 +386,7 @@ func (r *run) endSpan(i int, errText string) {
 // own timeout outcome) has passed.
 func (r *run) expire(now time.Time) {
 	for i, t := range r.rec.Tasks {
-		if (t.Status == bus.TaskDispatched || t.Status == bus.TaskRunning) && now.After(t.Deadline.Add(outcomeGrace)) {
+		if (t.Status == bus.TaskDispatched || t.Status == bus.TaskRunning) && !t.Deadline.IsZero() && now.After(t.Deadline.Add(r.c.cfg.OutcomeGrace)) {
 			r.settle(i, bus.TaskFailed, "", fmt.Sprintf("no outcome by the task deadline %s: no worker of pool %q finished it in time",
 				t.Deadline.Format(time.RFC3339), t.Pool))
 		}
@@ -338,8 +398,8 @@ func (r *run) expire(now time.Time) {
 func (r *run) nextDeadline() time.Duration {
 	next := time.Hour
 	for _, t := range r.rec.Tasks {
-		if t.Status == bus.TaskDispatched || t.Status == bus.TaskRunning {
-			next = min(next, time.Until(t.Deadline.Add(outcomeGrace)))
+		if (t.Status == bus.TaskDispatched || t.Status == bus.TaskRunning) && !t.Deadline.IsZero() {
+			next = min(next, time.Until(t.Deadline.Add(r.c.cfg.OutcomeGrace)))
 		}
 	}
 	return max(next, time.Millisecond)
@@ -411,6 +471,7 @@ func (r *run) finish(ctx context.Context) {
 	if !r.commit(ctx) {
 		return
 	}
+	r.reportToParent(ctx, nil)
 	if err := r.c.bus.DeleteOutcomeConsumer(context.WithoutCancel(ctx), rec.RunID); err != nil {
 		r.log.Warn("outcome consumer not removed (it expires when idle)", "error", err)
 	}
@@ -427,5 +488,7 @@ func (r *run) finishRejected(ctx context.Context, err error) {
 	r.log.Warn("run rejected", "error", strings.ReplaceAll(msg, "\n", "; "))
 	r.events = append(r.events, bus.Event{Kind: bus.EventRunRejected, Error: msg},
 		bus.Event{Kind: bus.EventRunFinished, Status: string(RunFailed), Error: msg})
-	r.commit(ctx)
+	if r.commit(ctx) {
+		r.reportToParent(ctx, err)
+	}
 }

@@ -12,7 +12,13 @@ import (
 // coordinator calls it after rendering templated names and references; Parse
 // calls it when there is nothing to render. It returns Errors positioned at
 // the resources concerned.
-func CheckReferences(m *Manifest) error {
+func CheckReferences(m *Manifest) error { return CheckReferencesWith(m, nil) }
+
+// CheckReferencesWith is CheckReferences where a require or subscribe
+// entry that names no resource of m is accepted when external(ref) is
+// true: a child manifest's references to resources of its ancestors in the
+// same session.
+func CheckReferencesWith(m *Manifest, external func(ref string) bool) error {
 	var errs errorList
 	index := make(map[string]int, 2*len(m.Resources))
 	isAlias := make(map[string]bool)
@@ -60,6 +66,7 @@ func CheckReferences(m *Manifest) error {
 				}
 				target, found := index[ref]
 				switch {
+				case !found && external != nil && external(ref):
 				case !found:
 					errs.addf(r.Pos, path, "%s %s: unknown resource%s", kind.name, ref, suggest(ref, known))
 				case target == i:

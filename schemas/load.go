@@ -43,6 +43,22 @@ func Load(path string) (*Manifest, error) {
 // Parse also runs CheckReferences; otherwise the caller renders them and
 // calls CheckReferences itself.
 func Parse(filename string, src []byte) (*Manifest, error) {
+	m, err := ParseUnchecked(filename, src)
+	if err != nil {
+		return nil, err
+	}
+	if !hasTemplatedRefs(m) {
+		if err := CheckReferences(m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// ParseUnchecked is Parse without the reference checks: for callers that
+// check references themselves with CheckReferencesWith (child manifests
+// may refer to resources of their ancestors).
+func ParseUnchecked(filename string, src []byte) (*Manifest, error) {
 	if len(src) > MaxManifestBytes {
 		return nil, fmt.Errorf("%s: %w: larger than the limit of %d bytes (%d MiB)",
 			filename, ErrManifestTooLarge, MaxManifestBytes, MaxManifestBytes>>20)
@@ -59,11 +75,6 @@ func Parse(filename string, src []byte) (*Manifest, error) {
 	m := p.manifest(doc)
 	if err := p.errs.sorted(); err != nil {
 		return nil, err
-	}
-	if !hasTemplatedRefs(m) {
-		if err := CheckReferences(m); err != nil {
-			return nil, err
-		}
 	}
 	return m, nil
 }

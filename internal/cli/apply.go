@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/manifold-run/manifold/bus"
@@ -41,7 +40,7 @@ type applyOpts struct {
 
 func runApply(ctx context.Context, st IO, args []string) int {
 	o := applyOpts{data: dataFlags{}, output: choice{"text", []string{"text", "json"}},
-		logLevel: choice{"warn", []string{"debug", "info", "warn", "error"}}}
+		logLevel: choice{"error", []string{"debug", "info", "warn", "error"}}}
 	fs := newFlags("apply", "[flags] MANIFEST", applyAbout, st.Stderr)
 	fs.BoolVar(&o.noop, "noop", false, "report what would change without changing anything")
 	fs.BoolVar(&o.healthCheckOnly, "health-check-only", false, "run health checks only")
@@ -80,12 +79,6 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		printValidation(st.Stderr, err)
 		return ExitInvalid
 	}
-	dir, err := filepath.Abs(filepath.Dir(path))
-	if err != nil {
-		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
-		return ExitInvalid
-	}
-
 	logger := newLogger(st.Stderr, o.logLevel.value)
 	shutdown, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "manifold-cli", Endpoint: o.otlpEndpoint})
 	if err != nil {
@@ -108,8 +101,11 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	defer eng.close()
 
 	req := bus.RunRequest{
-		RunID: coordinator.NewRunID(), ManifestYAML: string(src), ManifestName: path, WorkDir: dir,
-		Data: o.data, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth,
+		RunID: coordinator.NewRunID(), Data: o.data, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth,
+	}
+	if err := uploadBundle(ctx, eng.bus, &req, path, true); err != nil {
+		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
+		return ExitInvalid
 	}
 	return submitAndFollow(ctx, st, eng.bus, req, o.output.value)
 }

@@ -1,0 +1,89 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// BundleScheme prefixes bundle references that name an object in any
+// object store bucket, as CCM does: obj://bucket/key.
+const BundleScheme = "obj://"
+
+// PutBundle stores a bundle archive in the bundles object store under its
+// content digest ("sha256-<hex>") and returns that name. Storing the same
+// bytes twice stores them once.
+func (b *Bus) PutBundle(ctx context.Context, archive []byte) (string, error) {
+	if int64(len(archive)) > b.cfg.MaxBundleBytes {
+		return "", fmt.Errorf("%w: bundle of %d bytes exceeds the limit of %d bytes", ErrTooLarge, len(archive), b.cfg.MaxBundleBytes)
+	}
+	sum := sha256.Sum256(archive)
+	name := "sha256-" + hex.EncodeToString(sum[:])
+	if _, err := b.bundles.GetInfo(ctx, name); err == nil {
+		return name, nil
+	}
+	if _, err := b.bundles.PutBytes(ctx, name, archive); err != nil {
+		return "", fmt.Errorf("bus: store bundle: %w", err)
+	}
+	return name, nil
+}
+
+// GetBundle reads a bundle archive: ref is a name in the bundles store or
+// obj://bucket/key for an object in another object store bucket.
+func (b *Bus) GetBundle(ctx context.Context, ref string) ([]byte, error) {
+	store, key := b.bundles, ref
+	if rest, ok := strings.CutPrefix(ref, BundleScheme); ok {
+		bucket, k, ok := strings.Cut(rest, "/")
+		if !ok || bucket == "" || k == "" {
+			return nil, fmt.Errorf("bus: bundle %q: want obj://bucket/key", ref)
+		}
+		var err error
+		if store, err = b.js.ObjectStore(ctx, bucket); err != nil {
+			if errors.Is(err, jetstream.ErrBucketNotFound) {
+				err = ErrNotFound
+			}
+			return nil, fmt.Errorf("bus: bundle %q: bucket %s: %w", ref, bucket, err)
+		}
+		key = k
+	}
+	info, err := store.GetInfo(ctx, key)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			err = ErrNotFound
+		}
+		return nil, fmt.Errorf("bus: bundle %q: %w", ref, err)
+	}
+	if int64(info.Size) > b.cfg.MaxBundleBytes {
+		return nil, fmt.Errorf("bus: bundle %q: %w: %d bytes exceeds the limit of %d bytes", ref, ErrTooLarge, info.Size, b.cfg.MaxBundleBytes)
+	}
+	r, err := store.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("bus: bundle %q: %w", ref, err)
+	}
+	defer r.Close()
+	var buf bytes.Buffer
+	if _, err := io.Copy(&buf, io.LimitReader(r, b.cfg.MaxBundleBytes+1)); err != nil {
+		return nil, fmt.Errorf("bus: bundle %q: %w", ref, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// PutObject stores data under key in an object store bucket, creating the
+// bucket if needed (tests and tools publishing obj:// bundles).
+func (b *Bus) PutObject(ctx context.Context, bucket, key string, data []byte) error {
+	store, err := b.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket, Replicas: b.cfg.Replicas})
+	if err != nil {
+		return fmt.Errorf("bus: object store %s: %w", bucket, err)
+	}
+	if _, err := store.PutBytes(ctx, key, data); err != nil {
+		return fmt.Errorf("bus: put %s/%s: %w", bucket, key, err)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/internal/bundle"
+	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/template"
+)
+
+// Sentinels of apply resources; the messages are what users read.
+var (
+	// ErrDepthExceeded: nested apply resources went deeper than the limit.
+	ErrDepthExceeded = errors.New("apply: maximum depth exceeded")
+	// ErrApplyDenied: allow_apply is false and the child manifest holds
+	// apply resources.
+	ErrApplyDenied = errors.New("apply: child manifest contains apply resources but allow_apply is false")
+	// ErrNoBundle: an apply resource in a run without a bundle.
+	ErrNoBundle = errors.New("apply: the run has no bundle to resolve child manifests in")
+)
+
+// applyProps are the apply type's own properties (CCM's names).
+type applyProps struct {
+	Noop            bool           `json:"noop"`
+	HealthCheckOnly bool           `json:"health_check_only"`
+	AllowApply      *bool          `json:"allow_apply"`
+	Data            map[string]any `json:"data"`
+}
+
+// childContext is what a child run inherits: derived from the parent's
+// modes and the apply resource's properties, never by mutating the parent.
+type childContext struct {
+	Noop, HealthCheckOnly, DenyApply bool
+	Depth                            int
+}
+
+// deriveChild applies the seeds' tables: noop and health-check mode are
+// strengthened, never weakened; depth grows by one; allow_apply false
+// denies applies in the child.
+func deriveChild(parentNoop, parentHealthCheckOnly bool, parentDepth int, p applyProps) childContext {
+	return childContext{
+		Noop:            parentNoop || p.Noop,
+		HealthCheckOnly: parentHealthCheckOnly || p.HealthCheckOnly,
+		DenyApply:       p.AllowApply != nil && !*p.AllowApply,
+		Depth:           parentDepth + 1,
+	}
+}
+
+// startChild starts the child run of apply resource i, or fails the
+// resource before any child resource runs (depth, path, no bundle).
+func (r *run) startChild(ctx, spanCtx context.Context, i int) {
+	rec := r.rec
+	res := r.plan.Manifest.Resources[i]
+	fail := func(err error) { r.settle(i, bus.TaskFailed, "", fmt.Sprintf("%s: %v", res.Ref(), err)) }
+
+	rendered, err := template.RenderValue(res.Properties, template.Scope{Data: r.plan.Data})
+	if err != nil {
+		fail(err)
+		return
+	}
+	var props applyProps
+	if m, ok := rendered.(map[string]any); ok {
+		if err := resources.DecodeProperties(m, &props); err != nil {
+			fail(err)
+			return
+		}
+	}
+	child := deriveChild(rec.Request.Noop, rec.Request.HealthCheckOnly, rec.Depth, props)
+	maxDepth := cmp.Or(rec.MaxDepth, rec.Request.MaxDepth, r.c.cfg.MaxDepth)
+	if rec.Request.Bundle == "" {
+		fail(ErrNoBundle)
+		return
+	}
+	entry, err := bundle.Resolve(r.entry(), res.Name)
+	if err != nil {
+		fail(err)
+		return
+	}
+	chain := append(append([]string(nil), r.chain()...), entry)
+	if child.Depth > maxDepth {
+		fail(fmt.Errorf("%w: depth %d is over the limit of %d: %s", ErrDepthExceeded, child.Depth, maxDepth, strings.Join(chain, " → ")))
+		return
+	}
+	session := make(map[string]sessionRef, len(rec.Session)+len(rec.Tasks))
+	for k, v := range rec.Session {
+		session[k] = v
+	}
+	for _, t := range rec.Tasks {
+		if t.Status.Final() {
+			ref := sessionRef{Status: t.Status, Changed: t.Changed}
+			session[t.Ref] = ref
+			if t.Alias != "" {
+				session[t.Type+"#"+t.Alias] = ref
+			}
+		}
+	}
+	t := rec.Tasks[i]
+	req := bus.RunRequest{
+		RunID: childRunID(rec.RunID, i, t.Attempt), Bundle: rec.Request.Bundle, Entry: entry, ManifestName: entry,
+		WorkDir: rec.Request.WorkDir, Data: rec.Request.Data, Noop: child.Noop, HealthCheckOnly: child.HealthCheckOnly,
+		Pool: rec.Request.Pool, MaxDepth: maxDepth, TaskTimeoutMS: rec.Request.TaskTimeoutMS,
+	}
+	t.Child = req.RunID
+	err = r.c.accept(ctx, spanCtx, req, &childOf{
+		parent: rec, task: i, attempt: t.Attempt, depth: child.Depth, name: res.Name, chain: chain,
+		applyData: props.Data, denyApply: child.DenyApply, session: session, maxDepth: maxDepth,
+	})
+	if err != nil {
+		t.Child = ""
+		fail(fmt.Errorf("start child run: %w", err))
+	}
+}
+
+// entry is the run's manifest path inside its bundle.
+func (r *run) entry() string {
+	return cmp.Or(r.rec.Entry, r.rec.Request.Entry, "manifest.yaml")
+}
+
+// chain is the list of manifests from the root to this run.
+func (r *run) chain() []string {
+	if len(r.rec.Chain) > 0 {
+		return r.rec.Chain
+	}
+	return []string{r.entry()}
+}
+
+// childRunID derives a child run's ID from its parent's, so resuming a
+// parent finds the child it started instead of starting another.
+func childRunID(parent string, task, attempt int) string {
+	id := parent + "-a" + strconv.Itoa(task)
+	if attempt > 1 {
+		id += "r" + strconv.Itoa(attempt)
+	}
+	if len(id) > bus.MaxTokenLength {
+		sum := sha256.Sum256([]byte(id))
+		id = id[:bus.MaxTokenLength-25] + "-" + hex.EncodeToString(sum[:12])
+	}
+	return id
+}
+
+// reportToParent answers the parent's apply task with this child run's
+// outcome, through the parent's outcome stream like any worker outcome:
+// any failure fails the apply, any change marks it changed, else stable.
+func (r *run) reportToParent(ctx context.Context, rejected error) {
+	rec := r.rec
+	if rec.ParentRunID == "" {
+		return
+	}
+	o := bus.Outcome{RunID: rec.ParentRunID, Task: rec.ParentTask, Attempt: rec.ParentAttempt,
+		Ref: "apply#" + rec.Manifest, Worker: "coordinator " + r.c.cfg.Name}
+	if !rec.StartedAt.IsZero() && !rec.FinishedAt.IsZero() {
+		o.DurationMS = rec.FinishedAt.Sub(rec.StartedAt).Milliseconds()
+	}
+	rep := rec.report()
+	c := rep.Counts
+	switch {
+	case rejected != nil:
+		o.Status, o.Error = bus.TaskFailed, rejected.Error()
+		r.log.Error("apply failed: child manifest rejected", "error", rejected)
+	case c.Failed > 0:
+		o.Status = bus.TaskFailed
+		o.Error = fmt.Sprintf("%d of %d child resources failed (%d changed, %d skipped)", c.Failed, c.Total, c.Changed, c.Skipped)
+		r.log.Error("apply failed", "failed", c.Failed, "changed", c.Changed, "skipped", c.Skipped, "total", c.Total)
+	case c.Changed > 0:
+		o.Status, o.Changed = bus.TaskChanged, true
+		o.Message = fmt.Sprintf("%d of %d child resources changed", c.Changed, c.Total)
+		if rec.Request.Noop {
+			o.Message = fmt.Sprintf("%d of %d child resources would change", c.Changed, c.Total)
+		}
+		r.log.Warn("apply changed resources", "changed", c.Changed, "skipped", c.Total-c.Changed-c.Stable, "total", c.Total)
+	default:
+		o.Status = bus.TaskStable
+		o.Message = fmt.Sprintf("all %d child resources in the desired state", c.Total)
+		r.log.Info("apply: all child resources succeeded", "total", c.Total)
+	}
+	if err := r.c.bus.PublishOutcome(context.WithoutCancel(ctx), o); err != nil {
+		r.log.Log(ctx, slog.LevelError, "child outcome not delivered to the parent run", "error", err)
+	}
+}
+
+// denyApplies returns ErrApplyDenied naming the apply resources of a
+// child manifest whose apply resource said allow_apply: false.
+func denyApplies(refs []string) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrApplyDenied, strings.Join(refs, ", "))
+}
