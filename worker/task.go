@@ -162,7 +162,12 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 	if err != nil {
 		return fail("%v", err)
 	}
-	env := &resources.Env{Refresh: task.Refresh, Noop: task.Noop, WorkDir: task.WorkDir, Runner: w.cfg.Runner, Logger: log}
+	workDir, cleanup, err := w.workDir(ctx, task)
+	if err != nil {
+		return fail("%s: %v", ref, err)
+	}
+	defer cleanup()
+	env := &resources.Env{Refresh: task.Refresh, Noop: task.Noop, WorkDir: workDir, Runner: w.cfg.Runner, Logger: log}
 	out := resources.Execute(ctx, res, env)
 	o := bus.Outcome{Status: bus.TaskStatus(out.Status), Changed: out.Changed, Refreshed: out.Refreshed,
 		Message: out.Message, Diff: out.Diff}

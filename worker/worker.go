@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -45,6 +46,9 @@ type Config struct {
 	Version string
 	// TracerProvider defaults to otel's global provider.
 	TracerProvider trace.TracerProvider
+	// CacheDir keeps extracted bundles. Defaults to the user's cache
+	// directory (~/.cache/manifold) or, without one, a temporary directory.
+	CacheDir string
 }
 
 // WithDefaults returns cfg with zero fields set to their defaults.
@@ -63,6 +67,13 @@ func (cfg Config) WithDefaults() Config {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.CacheDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		cfg.CacheDir = filepath.Join(base, "manifold")
 	}
 	return cfg
 }
@@ -92,6 +103,8 @@ type Worker struct {
 	log    *slog.Logger
 	tracer trace.Tracer
 	slots  chan struct{}
+
+	bundles bundleDirs
 
 	mu      sync.Mutex
 	cancel  context.CancelCauseFunc // stops taking tasks
