@@ -80,6 +80,20 @@ func (b *Bucket) Keys(ctx context.Context) ([]string, error) {
 	return keys, nil
 }
 
+// KeysMatching lists the keys matching a subject-style filter such as
+// "active.*" (none is not an error).
+func (b *Bucket) KeysMatching(ctx context.Context, filter string) ([]string, error) {
+	lister, err := b.kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return nil, b.translate("list", filter, err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
 func (b *Bucket) translate(op, key string, err error) error {
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):

@@ -100,8 +100,10 @@ func (b *Bus) RunRequestConsumer(ctx context.Context) (*Consumer, error) {
 // The coordinator that owns the run reads it; a coordinator resuming the run
 // binds to the same durable.
 func (b *Bus) OutcomeConsumer(ctx context.Context, runID string) (*Consumer, error) {
+	// A short AckWait: outcomes a dead coordinator held come back quickly
+	// to the one resuming the run (handling an outcome takes milliseconds).
 	return b.consumer(ctx, StreamOutcomes, "outcomes-"+token(runID), OutcomeSubject(runID),
-		ConsumerOpts{MaxDeliver: -1, InactiveThreshold: time.Hour})
+		ConsumerOpts{AckWait: 5 * time.Second, MaxDeliver: -1, InactiveThreshold: time.Hour})
 }
 
 // DeleteOutcomeConsumer removes a finished run's outcome consumer.

@@ -25,6 +25,8 @@ import (
 const (
 	DefaultMaxDepth    = 10
 	DefaultTaskTimeout = 10 * time.Minute
+	// DefaultLease is the default of Config.Lease.
+	DefaultLease = 10 * time.Second
 	// DefaultOutcomeGrace is the default of Config.OutcomeGrace.
 	DefaultOutcomeGrace = 5 * time.Second
 )
@@ -50,6 +52,13 @@ type Config struct {
 	OutcomeGrace time.Duration
 	// TracerProvider defaults to otel's global provider.
 	TracerProvider trace.TracerProvider
+	// Lease is how long a coordinator's claim on a run lasts without
+	// renewal; the owner renews it at a third of that. When it lapses (the
+	// owner died) another coordinator resumes the run. Defaults to 10s.
+	Lease time.Duration
+	// ScanInterval is how often a coordinator looks for runs to resume.
+	// Defaults to a fifth of Lease.
+	ScanInterval time.Duration
 }
 
 // WithDefaults returns cfg with zero fields set to their defaults.
@@ -62,6 +71,8 @@ func (cfg Config) WithDefaults() Config {
 	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, DefaultMaxDepth)
 	cfg.TaskTimeout = cmp.Or(cfg.TaskTimeout, DefaultTaskTimeout)
 	cfg.OutcomeGrace = cmp.Or(cfg.OutcomeGrace, DefaultOutcomeGrace)
+	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
+	cfg.ScanInterval = cmp.Or(cfg.ScanInterval, cfg.Lease/5)
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()
 	}
@@ -87,6 +98,7 @@ type Coordinator struct {
 	tracer trace.Tracer
 
 	bundles bundleCache
+	driving driving
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -120,8 +132,16 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
-	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopAPI, err := c.startAPI(ctx) // the micro service `manifold` (api.go)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	c.cancel = cancel
 	c.wg.Go(func() { c.intake(ctx, cons) })
+	c.wg.Go(func() { c.recoverLoop(ctx) })
+	c.wg.Go(func() { <-ctx.Done(); stopAPI() })
 	return nil
 }
 
@@ -213,8 +233,12 @@ func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, 
 			return err
 		}
 	}
+	rec.LeaseUntil = time.Now().Add(c.cfg.Lease).UTC()
 	data, err := json.Marshal(rec)
 	if err != nil {
+		return err
+	}
+	if _, err := c.bus.Runs().Put(ctx, activeKey(rec.RunID), nil); err != nil {
 		return err
 	}
 	rev, err := c.bus.Runs().Create(ctx, runKey(rec.RunID), data)
@@ -229,7 +253,13 @@ func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, 
 	if parent != nil {
 		r.log = r.log.With("root_run_id", rec.RootRunID, "parent_run_id", rec.ParentRunID)
 	}
-	c.wg.Go(func() { r.drive(ctx, traceCtx) })
+	if !c.driving.claim(rec.RunID) {
+		return nil
+	}
+	c.wg.Go(func() {
+		defer c.driving.release(rec.RunID)
+		r.drive(ctx, traceCtx, false)
+	})
 	return nil
 }
 

@@ -95,7 +95,12 @@ type record struct {
 	Status      RunStatus      `json:"status"`
 	Error       string         `json:"error,omitempty"`
 	Owner       string         `json:"owner,omitempty"`
-	TraceID     string         `json:"trace_id,omitempty"`
+	// LeaseUntil is when the owner's claim on the run lapses unless
+	// renewed; after it another coordinator may resume the run.
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
+	TraceID    string    `json:"trace_id,omitempty"`
+	// SpanID is the run span's ID, so a resumed run continues the trace.
+	SpanID string `json:"span_id,omitempty"`
 	// Entry is the manifest's path inside the bundle ("" for an inline
 	// manifest).
 	Entry string `json:"entry,omitempty"`

@@ -40,10 +40,17 @@ type run struct {
 	events     []bus.Event
 }
 
-// drive takes the run from queued to its end.
-func (r *run) drive(ctx, traceCtx context.Context) {
+// drive takes the run from queued to its end. With resume it continues a
+// run another coordinator left: tasks it had dispatched are published
+// again under the same message ID (the stream drops duplicates; a worker
+// answers a finished one from its record).
+func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 	rec := r.rec
-	spanCtx, span := r.c.tracer.Start(traceCtx, "run "+rec.Manifest, trace.WithAttributes(
+	name := "run " + rec.Manifest
+	if resume {
+		name += " (resumed)"
+	}
+	spanCtx, span := r.c.tracer.Start(traceCtx, name, trace.WithAttributes(
 		attribute.String("manifold.run_id", rec.RunID),
 		attribute.String("manifold.root_run_id", rec.RootRunID),
 		attribute.String("manifold.parent_run_id", rec.ParentRunID),
@@ -60,7 +67,10 @@ func (r *run) drive(ctx, traceCtx context.Context) {
 		}
 		span.End()
 	}()
-	rec.TraceID = span.SpanContext().TraceID().String()
+	if rec.TraceID == "" {
+		rec.TraceID = span.SpanContext().TraceID().String()
+		rec.SpanID = span.SpanContext().SpanID().String()
+	}
 
 	plan, err := r.load(ctx)
 	if err != nil {
@@ -68,14 +78,18 @@ func (r *run) drive(ctx, traceCtx context.Context) {
 		return
 	}
 	r.plan = plan
-	rec.Status, rec.StartedAt = RunRunning, time.Now().UTC()
-	rec.Tasks = make([]*taskState, len(plan.Manifest.Resources))
-	for i, res := range plan.Manifest.Resources {
-		rec.Tasks[i] = &taskState{Ref: res.Ref(), Type: res.Type, Name: res.Name, Alias: res.Alias,
-			Pool: cmp.Or(res.Target, rec.Request.Pool), Status: bus.TaskPending}
+	if fresh := rec.Status == RunQueued || len(rec.Tasks) != len(plan.Manifest.Resources); fresh {
+		rec.Status, rec.StartedAt = RunRunning, time.Now().UTC()
+		rec.Tasks = make([]*taskState, len(plan.Manifest.Resources))
+		for i, res := range plan.Manifest.Resources {
+			rec.Tasks[i] = &taskState{Ref: res.Ref(), Type: res.Type, Name: res.Name, Alias: res.Alias,
+				Pool: cmp.Or(res.Target, rec.Request.Pool), Status: bus.TaskPending}
+		}
+		r.events = append(r.events, bus.Event{Kind: bus.EventRunStarted, Total: len(rec.Tasks)})
+		r.log.Info("run started", "resources", len(rec.Tasks), "noop", rec.Request.Noop)
+	} else {
+		r.redispatch(ctx, spanCtx)
 	}
-	r.events = append(r.events, bus.Event{Kind: bus.EventRunStarted, Total: len(rec.Tasks)})
-	r.log.Info("run started", "resources", len(rec.Tasks), "noop", rec.Request.Noop)
 
 	outcomes, err := r.c.bus.OutcomeConsumer(ctx, rec.RunID)
 	if err != nil {
@@ -110,7 +124,7 @@ func (r *run) drive(ctx, traceCtx context.Context) {
 		var acks []*bus.Delivery
 		select {
 		case <-ctx.Done():
-			r.log.Info("run left unfinished: coordinator stopping; another coordinator can resume it")
+			r.handOff()
 			return
 		case d := <-deliveries:
 			acks = append(acks, d)
@@ -261,10 +275,7 @@ func (r *run) dispatch(ctx context.Context, i int) {
 	for _, ref := range r.plan.ExternalSubscribes[i] {
 		refresh = refresh || rec.Session[ref].Changed
 	}
-	timeout := res.Timeout
-	if timeout <= 0 {
-		timeout = cmp.Or(time.Duration(rec.Request.TaskTimeoutMS)*time.Millisecond, r.c.cfg.TaskTimeout)
-	}
+	timeout := r.timeout(i)
 	t.Attempt++
 	t.Status = bus.TaskDispatched
 	t.Refreshed = refresh
@@ -289,11 +300,27 @@ func (r *run) dispatch(ctx context.Context, i int) {
 		r.startChild(ctx, spanCtx, i)
 		return
 	}
+	r.tasks = append(r.tasks, r.task(i))
+	r.pendingCtx = append(r.pendingCtx, spanCtx)
+}
+
+// timeout is task i's execution bound: its own, the request's, or the
+// coordinator's default.
+func (r *run) timeout(i int) time.Duration {
+	if d := r.plan.Manifest.Resources[i].Timeout; d > 0 {
+		return d
+	}
+	return cmp.Or(time.Duration(r.rec.Request.TaskTimeoutMS)*time.Millisecond, r.c.cfg.TaskTimeout)
+}
+
+// task builds the message of task i's current attempt.
+func (r *run) task(i int) bus.Task {
+	rec, t := r.rec, r.rec.Tasks[i]
 	task := bus.Task{
 		RunID: rec.RunID, RootRunID: rec.RootRunID, Task: i, Attempt: t.Attempt, Manifest: rec.Manifest,
-		Resource: res, Data: r.plan.Data, Noop: rec.Request.Noop, HealthCheckOnly: rec.Request.HealthCheckOnly,
-		Refresh: refresh, Pool: t.Pool, TimeoutMS: timeout.Milliseconds(), Deadline: t.Deadline,
-		Bundle: rec.Request.Bundle, Entry: r.entry(),
+		Resource: r.plan.Manifest.Resources[i], Data: r.plan.Data, Noop: rec.Request.Noop,
+		HealthCheckOnly: rec.Request.HealthCheckOnly, Refresh: t.Refreshed, Pool: t.Pool,
+		TimeoutMS: r.timeout(i).Milliseconds(), Deadline: t.Deadline, Bundle: rec.Request.Bundle, Entry: r.entry(),
 	}
 	if rec.Request.WorkDir != "" {
 		task.WorkDir = rec.Request.WorkDir
@@ -301,8 +328,50 @@ func (r *run) dispatch(ctx context.Context, i int) {
 			task.WorkDir = filepath.Join(rec.Request.WorkDir, filepath.FromSlash(path.Dir(r.entry())))
 		}
 	}
-	r.tasks = append(r.tasks, task)
-	r.pendingCtx = append(r.pendingCtx, spanCtx)
+	return task
+}
+
+// redispatch, on resume, publishes again the tasks the previous owner had
+// dispatched (same message IDs), and restarts child runs it had not
+// recorded yet.
+func (r *run) redispatch(ctx, spanCtx context.Context) {
+	for i, t := range r.rec.Tasks {
+		if t.Status != bus.TaskDispatched && t.Status != bus.TaskRunning {
+			continue
+		}
+		taskCtx, span := r.c.tracer.Start(spanCtx, "resource "+t.Ref, trace.WithAttributes(
+			attribute.String("manifold.run_id", r.rec.RunID), attribute.String("manifold.resource.ref", t.Ref),
+			attribute.Int("manifold.attempt", t.Attempt), attribute.Bool("manifold.resumed", true)))
+		r.spans[i] = span
+		if t.Type == "apply" {
+			if t.Child != "" {
+				if _, _, err := loadRecord(ctx, r.c.bus.Runs(), t.Child); err == nil {
+					continue // the child run is there; its outcome will come
+				}
+			}
+			r.startChild(ctx, taskCtx, i)
+			continue
+		}
+		r.tasks = append(r.tasks, r.task(i))
+		r.pendingCtx = append(r.pendingCtx, taskCtx)
+	}
+}
+
+// handOff releases the run's lease when this coordinator stops, so a
+// standby resumes it at once instead of after the lease lapses.
+func (r *run) handOff() {
+	r.rec.LeaseUntil = time.Now().UTC()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	data, err := json.Marshal(r.rec)
+	if err == nil {
+		_, err = r.c.bus.Runs().Update(ctx, runKey(r.rec.RunID), data, r.rev)
+	}
+	if err != nil {
+		r.log.Info("run left unfinished; another coordinator resumes it when its lease lapses", "error", err)
+		return
+	}
+	r.log.Info("run handed off: coordinator stopping; another coordinator resumes it")
 }
 
 // handleOutcome folds one outcome delivery into the record. Stale outcomes
@@ -396,7 +465,7 @@ func (r *run) expire(now time.Time) {
 // nextDeadline returns how long until the earliest task deadline (plus
 // grace) passes.
 func (r *run) nextDeadline() time.Duration {
-	next := time.Hour
+	next := r.c.cfg.Lease / 3 // renew the lease at least this often
 	for _, t := range r.rec.Tasks {
 		if (t.Status == bus.TaskDispatched || t.Status == bus.TaskRunning) && !t.Deadline.IsZero() {
 			next = min(next, time.Until(t.Deadline.Add(r.c.cfg.OutcomeGrace)))
@@ -437,6 +506,7 @@ func (r *run) commit(ctx context.Context) bool {
 }
 
 func (r *run) write(ctx context.Context) error {
+	r.rec.LeaseUntil = time.Now().Add(r.c.cfg.Lease).UTC()
 	data, err := json.Marshal(r.rec)
 	if err != nil {
 		return err
@@ -472,6 +542,7 @@ func (r *run) finish(ctx context.Context) {
 		return
 	}
 	r.reportToParent(ctx, nil)
+	r.deactivate(ctx)
 	if err := r.c.bus.DeleteOutcomeConsumer(context.WithoutCancel(ctx), rec.RunID); err != nil {
 		r.log.Warn("outcome consumer not removed (it expires when idle)", "error", err)
 	}
@@ -490,5 +561,13 @@ func (r *run) finishRejected(ctx context.Context, err error) {
 		bus.Event{Kind: bus.EventRunFinished, Status: string(RunFailed), Error: msg})
 	if r.commit(ctx) {
 		r.reportToParent(ctx, err)
+		r.deactivate(ctx)
+	}
+}
+
+// deactivate removes the run's mark of an unfinished run.
+func (r *run) deactivate(ctx context.Context) {
+	if err := r.c.bus.Runs().Delete(context.WithoutCancel(ctx), activeKey(r.rec.RunID)); err != nil {
+		r.log.Warn("active mark not removed; coordinators will skip the finished run", "error", err)
 	}
 }

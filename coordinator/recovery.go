@@ -1,0 +1,131 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/manifold-run/manifold/bus"
+)
+
+// activeKey marks an unfinished run in the runs bucket, so coordinators
+// looking for runs to resume list only those.
+func activeKey(runID string) string { return "active." + runID }
+
+// driving is the set of runs this coordinator drives right now.
+type driving struct {
+	mu   sync.Mutex
+	runs map[string]bool
+}
+
+// claim marks runID as driven here; false if it already is.
+func (d *driving) claim(runID string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.runs[runID] {
+		return false
+	}
+	if d.runs == nil {
+		d.runs = map[string]bool{}
+	}
+	d.runs[runID] = true
+	return true
+}
+
+func (d *driving) release(runID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.runs, runID)
+}
+
+// recoverLoop resumes unfinished runs whose owner's lease lapsed: their
+// coordinator died or stopped. State comes from the run record; outcomes
+// wait in the run's durable outcome consumer.
+func (c *Coordinator) recoverLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.ScanInterval)
+	defer t.Stop()
+	for {
+		c.recoverOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Coordinator) recoverOnce(ctx context.Context) {
+	keys, err := c.bus.Runs().KeysMatching(ctx, "active.*")
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("looking for runs to resume failed", "error", err)
+		}
+		return
+	}
+	for _, k := range keys {
+		id := strings.TrimPrefix(k, "active.")
+		if err := c.tryResume(ctx, id); err != nil && ctx.Err() == nil {
+			c.log.Warn("run not resumed", "run_id", id, "error", err)
+		}
+	}
+}
+
+// tryResume takes over a run whose lease lapsed, by compare and swap, and
+// drives it on.
+func (c *Coordinator) tryResume(ctx context.Context, runID string) error {
+	c.driving.mu.Lock()
+	busy := c.driving.runs[runID]
+	c.driving.mu.Unlock()
+	if busy {
+		return nil
+	}
+	rec, rev, err := loadRecord(ctx, c.bus.Runs(), runID)
+	if errors.Is(err, bus.ErrNotFound) {
+		return c.bus.Runs().Delete(ctx, activeKey(runID))
+	} else if err != nil {
+		return err
+	}
+	if rec.Status.Final() {
+		return c.bus.Runs().Delete(ctx, activeKey(runID))
+	}
+	if time.Now().Before(rec.LeaseUntil) {
+		return nil // its owner is alive
+	}
+	previous := rec.Owner
+	rec.Owner, rec.LeaseUntil = c.cfg.Name, time.Now().Add(c.cfg.Lease).UTC()
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	rev, err = c.bus.Runs().Update(ctx, runKey(runID), data, rev)
+	if errors.Is(err, bus.ErrRevisionMismatch) {
+		return nil // another coordinator was quicker, or the owner renewed
+	} else if err != nil {
+		return err
+	}
+	if !c.driving.claim(runID) {
+		return nil
+	}
+	r := &run{c: c, rec: rec, rev: rev, log: c.log.With("run_id", rec.RunID, "manifest", rec.Manifest)}
+	if rec.ParentRunID != "" {
+		r.log = r.log.With("root_run_id", rec.RootRunID, "parent_run_id", rec.ParentRunID)
+	}
+	r.log.Info("resuming run", "previous_owner", previous, "status", rec.Status)
+	traceCtx := context.Background()
+	if tid, err := trace.TraceIDFromHex(rec.TraceID); err == nil {
+		if sid, err := trace.SpanIDFromHex(rec.SpanID); err == nil {
+			traceCtx = trace.ContextWithRemoteSpanContext(traceCtx, trace.NewSpanContext(trace.SpanContextConfig{
+				TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
+		}
+	}
+	c.wg.Go(func() {
+		defer c.driving.release(runID)
+		r.drive(ctx, traceCtx, true)
+	})
+	return nil
+}
