@@ -90,6 +90,9 @@ func (c *collector) manifest(name string, applyData map[string]any) error {
 				return fmt.Errorf("%s: %s: %w", r.Pos, r.Ref(), err)
 			}
 			childData, _ := r.Properties["data"].(map[string]any)
+			if v, err := template.RenderValue(childData, scope); err == nil {
+				childData, _ = v.(map[string]any) // rendered as the coordinator renders it
+			}
 			if err := c.manifest(child, childData); err != nil {
 				return fmt.Errorf("%s: %s: %w", r.Pos, r.Ref(), err)
 			}

@@ -40,10 +40,17 @@ var (
 type Bundle struct {
 	files map[string][]byte
 	size  int64
+	// maxFiles and maxBytes are MaxFiles and MaxBytes (smaller in tests).
+	maxFiles int
+	maxBytes int64
 }
 
 // New returns an empty bundle.
-func New() *Bundle { return &Bundle{files: map[string][]byte{}} }
+func New() *Bundle { return newLimited(MaxFiles, MaxBytes) }
+
+func newLimited(maxFiles int, maxBytes int64) *Bundle {
+	return &Bundle{files: map[string][]byte{}, maxFiles: maxFiles, maxBytes: maxBytes}
+}
 
 // Add puts a file in the bundle. name must be a clean relative path inside
 // the root.
@@ -55,11 +62,11 @@ func (b *Bundle) Add(name string, content []byte) error {
 	if old, ok := b.files[clean]; ok {
 		b.size -= int64(len(old))
 	}
-	if _, ok := b.files[clean]; !ok && len(b.files) >= MaxFiles {
-		return fmt.Errorf("%w: more than %d files", ErrTooLarge, MaxFiles)
+	if _, ok := b.files[clean]; !ok && len(b.files) >= b.maxFiles {
+		return fmt.Errorf("%w: more than %d files", ErrTooLarge, b.maxFiles)
 	}
-	if b.size+int64(len(content)) > MaxBytes {
-		return fmt.Errorf("%w: more than %d bytes (%d MiB) of files", ErrTooLarge, MaxBytes, MaxBytes>>20)
+	if b.size+int64(len(content)) > b.maxBytes {
+		return fmt.Errorf("%w: more than %d bytes (%d MiB) of files", ErrTooLarge, b.maxBytes, b.maxBytes>>20)
 	}
 	b.files[clean] = content
 	b.size += int64(len(content))
@@ -152,13 +159,15 @@ func (b *Bundle) Archive() ([]byte, error) {
 
 // Open reads a tar.gz bundle. Only regular files are taken; a path that
 // escapes the root, a link, or a bundle over the limits is an error.
-func Open(archive []byte) (*Bundle, error) {
+func Open(archive []byte) (*Bundle, error) { return open(archive, New()) }
+
+// open reads archive into the empty bundle b, within b's limits.
+func open(archive []byte, b *Bundle) (*Bundle, error) {
 	gz, err := gzip.NewReader(bytes.NewReader(archive))
 	if err != nil {
 		return nil, fmt.Errorf("bundle: not a tar.gz: %w", err)
 	}
 	tr := tar.NewReader(gz)
-	b := New()
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -176,10 +185,10 @@ func Open(archive []byte) (*Bundle, error) {
 		default:
 			continue
 		}
-		if hdr.Size > MaxBytes {
-			return nil, fmt.Errorf("bundle: %s: %w", hdr.Name, ErrTooLarge)
+		if hdr.Size > b.maxBytes {
+			return nil, fmt.Errorf("bundle: %s: %w: %d bytes, over the limit of %d", hdr.Name, ErrTooLarge, hdr.Size, b.maxBytes)
 		}
-		data, err := io.ReadAll(io.LimitReader(tr, MaxBytes+1))
+		data, err := io.ReadAll(io.LimitReader(tr, b.maxBytes+1))
 		if err != nil {
 			return nil, fmt.Errorf("bundle: %s: %w", hdr.Name, err)
 		}
