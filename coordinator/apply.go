@@ -62,17 +62,10 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 	res := r.plan.Manifest.Resources[i]
 	fail := func(err error) { r.settle(i, bus.TaskFailed, "", fmt.Sprintf("%s: %v", res.Ref(), err)) }
 
-	rendered, err := template.RenderValue(res.Properties, template.Scope{Data: r.plan.Data})
+	props, err := r.applyProps(i)
 	if err != nil {
 		fail(err)
 		return
-	}
-	var props applyProps
-	if m, ok := rendered.(map[string]any); ok {
-		if err := resources.DecodeProperties(m, &props); err != nil {
-			fail(err)
-			return
-		}
 	}
 	child := deriveChild(rec.Request.Noop, rec.Request.HealthCheckOnly, rec.Depth, props)
 	maxDepth := cmp.Or(rec.MaxDepth, rec.Request.MaxDepth, r.c.cfg.MaxDepth)
@@ -118,6 +111,20 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 		t.Child = ""
 		fail(fmt.Errorf("start child run: %w", err))
 	}
+}
+
+// applyProps decodes apply resource i's properties, rendered from the
+// run's data.
+func (r *run) applyProps(i int) (applyProps, error) {
+	var props applyProps
+	rendered, err := template.RenderValue(r.plan.Manifest.Resources[i].Properties, template.Scope{Data: r.plan.Data})
+	if err != nil {
+		return props, err
+	}
+	if m, ok := rendered.(map[string]any); ok {
+		err = resources.DecodeProperties(m, &props)
+	}
+	return props, err
 }
 
 // entry is the run's manifest path inside its bundle.
