@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,9 @@ import (
 
 const applyAbout = `Runs a manifest and waits for it to finish, printing a line per resource
 as it finishes and then a summary (or, with --output json, the run report).
+
+With --server URL (or --context NAME) it submits the run to the
+coordinators on that server instead, exactly as 'manifold run --follow'.
 
 Without --server it starts an embedded engine in this process: a NATS
 server with JetStream, a coordinator and a worker, all talking through
@@ -51,6 +53,8 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	fs.IntVar(&o.concurrency, "concurrency", 0, "resources executed at once by the embedded worker (default: CPUs)")
 	fs.Var(&o.logLevel, "log-level", "log level on stderr: debug, info, warn or error")
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export traces to this OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
+	var conn connFlags // --server or --context: submit to a server, as `run --follow`
+	conn.register(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return flagExit(err)
@@ -91,6 +95,10 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		}
 	}()
 
+	if conn.explicit() {
+		return submitRemote(ctx, st, &conn, remoteRun{path: path, follow: true, output: o.output.value, timeout: o.timeout,
+			req: bus.RunRequest{Data: o.data, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth}})
+	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("run did not finish within --timeout %s", o.timeout))
 	defer cancel()
 	eng, err := startEmbedded(ctx, embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, Concurrency: o.concurrency})
@@ -110,59 +118,14 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	return submitAndFollow(ctx, st, eng.bus, req, o.output.value)
 }
 
-// submitAndFollow submits a run, prints its progress (text) and then its
-// report, and returns the exit code the report calls for.
+// submitAndFollow submits a run on the fire-and-forget subject and follows
+// it (see followRun).
 func submitAndFollow(ctx context.Context, st IO, b *bus.Bus, req bus.RunRequest, output string) int {
-	followed := make(chan error, 1)
-	p := &progressPrinter{w: st.Stdout, quiet: output == "json", noop: req.Noop}
-	rejected := false
-	go func() {
-		followed <- b.FollowEvents(ctx, req.RunID, func(ev bus.Event) bool {
-			if ev.Kind == bus.EventRunRejected && ev.RunID == req.RunID {
-				rejected = true
-			}
-			p.event(ev)
-			return !(ev.Kind == bus.EventRunFinished && ev.RunID == req.RunID)
-		})
-	}()
 	if err := b.SubmitRun(ctx, req, req.RunID); err != nil {
 		fmt.Fprintf(st.Stderr, "manifold: submit run: %v\n", err)
 		return ExitUnavailable
 	}
-	if err := <-followed; err != nil {
-		if cause := context.Cause(ctx); cause != nil {
-			err = cause
-		}
-		fmt.Fprintf(st.Stderr, "manifold: run %s: %v\n", req.RunID, err)
-		return ExitUnavailable
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	rep, err := coordinator.GetReport(rctx, b, req.RunID)
-	if err != nil {
-		fmt.Fprintf(st.Stderr, "manifold: run %s: report: %v\n", req.RunID, err)
-		return ExitUnavailable
-	}
-	if output == "json" {
-		enc := json.NewEncoder(st.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
-	} else {
-		p.summary(rep)
-	}
-	switch {
-	case rejected:
-		if output == "json" {
-			fmt.Fprintln(st.Stderr, rep.Error)
-		}
-		return ExitInvalid
-	case rep.Status == coordinator.RunSucceeded:
-		return ExitOK
-	case rep.Status == coordinator.RunFailed && rep.Counts.Failed > 0:
-		return ExitFailed
-	default:
-		return ExitUnavailable
-	}
+	return followRun(ctx, st, b, req.RunID, followOpts{noop: req.Noop, output: output})
 }
 
 func flagExit(err error) int {

@@ -46,6 +46,14 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"apply", "run a manifest and wait for it (embedded engine by default)", runApply},
+		{"run", "submit a run to a server; --follow to stream its progress", runRun},
+		{"status", "print the state of a run", runStatus},
+		{"runs", "list the newest runs", runRuns},
+		{"cancel", "cancel a run", runCancel},
+		{"workers", "list the live workers", runWorkers},
+		{"server", "run a standalone NATS server with JetStream", runServer},
+		{"coordinator", "run a coordinator (plans and drives runs, serves the API)", runCoordinator},
+		{"worker", "run a worker (executes tasks of its pools)", runWorker},
 		{"validate", "check a manifest against the schemas without running it", runValidate},
 		{"render", "print a manifest in the normalised flat form", runRender},
 		{"schema", "print the CUE schemas manifests are checked against", runSchema},
@@ -88,7 +96,7 @@ func usage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString("manifold: distributed configuration management on NATS JetStream\n\nUsage:\n  manifold <command> [flags] [arguments]\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-12s %s\n", c.name, c.summary)
 	}
 	b.WriteString(`
 Run 'manifold <command> --help' for a command's flags.

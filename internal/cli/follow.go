@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/coordinator"
+)
+
+// followOpts say how followRun reports.
+type followOpts struct {
+	// noop words changes as "would change".
+	noop bool
+	// output is text or json (the run report, no progress lines).
+	output string
+	// quiet prints no progress lines, only the summary (text).
+	quiet bool
+}
+
+// followRun follows a submitted run to its end, printing progress lines
+// (text, unless quiet) and then the summary or the report (json), and
+// returns the exit code the report calls for: 0 succeeded, 1 resources
+// failed, 2 the run was rejected as invalid, 3 anything else (cancelled,
+// bus error, timeout, interrupted).
+func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpts) int {
+	p := &progressPrinter{w: st.Stdout, quiet: o.quiet || o.output == "json", noop: o.noop}
+	rejected := false
+	err := b.FollowEvents(ctx, runID, func(ev bus.Event) bool {
+		if ev.Kind == bus.EventRunRejected && ev.RunID == runID {
+			rejected = true
+		}
+		p.event(ev)
+		return !(ev.Kind == bus.EventRunFinished && ev.RunID == runID)
+	})
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			err = cause
+		}
+		fmt.Fprintf(st.Stderr, "manifold: run %s: %v\n", runID, err)
+		return ExitUnavailable
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	rep, err := coordinator.GetReport(rctx, b, runID)
+	if err != nil {
+		fmt.Fprintf(st.Stderr, "manifold: run %s: report: %v\n", runID, err)
+		return ExitUnavailable
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(st.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	} else {
+		p.summary(rep)
+	}
+	switch {
+	case rejected:
+		if o.output == "json" {
+			fmt.Fprintln(st.Stderr, rep.Error)
+		}
+		return ExitInvalid
+	case rep.Status == coordinator.RunSucceeded:
+		return ExitOK
+	case rep.Status == coordinator.RunFailed && rep.Counts.Failed > 0:
+		return ExitFailed
+	default:
+		return ExitUnavailable
+	}
+}

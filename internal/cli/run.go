@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/coordinator"
+	"github.com/manifold-run/manifold/schemas"
+)
+
+const runAbout = `Submits a run of a manifest to the coordinators on a NATS server and
+prints its run ID. The manifest is validated here first (exit 2 when it is
+not valid), then bundled with the files it references and uploaded.
+
+  --follow          stream progress lines, then the summary
+  --wait            wait silently, then print the summary
+  --output json     wait, then print the run report
+
+Exit codes (with --follow, --wait or --output json, as for apply): 0 no
+resource failed, 1 resources failed, 2 invalid manifest or flags, 3 could
+not run (no server or coordinator, timeout, cancelled, interrupted).
+Without them: 0 once the run is accepted.`
+
+// remoteRun is a run to submit to a server and how to wait for it.
+type remoteRun struct {
+	path           string
+	req            bus.RunRequest
+	follow, wait   bool
+	output         string
+	timeout        time.Duration
+	idempotencyKey string
+}
+
+func runRun(ctx context.Context, st IO, args []string) int {
+	var (
+		conn    connFlags
+		rr      remoteRun
+		data    = dataFlags{}
+		output  = choice{"text", []string{"text", "json"}}
+		pool    string
+		taskTO  time.Duration
+		noop    bool
+		hcOnly  bool
+		maxDpth int
+	)
+	fs := newFlags("run", "[--server URL] [flags] MANIFEST", runAbout, st.Stderr)
+	conn.register(fs)
+	fs.BoolVar(&rr.follow, "follow", false, "stream progress until the run ends")
+	fs.BoolVar(&rr.wait, "wait", false, "wait for the run to end, then print the summary")
+	fs.Var(&output, "output", "output format: text or json (waits, then prints the run report)")
+	fs.Var(data, "data", "override manifest data: key=value, repeatable; values are YAML scalars, dotted keys nest (app.port=80)")
+	fs.BoolVar(&noop, "noop", false, "report what would change without changing anything")
+	fs.BoolVar(&hcOnly, "health-check-only", false, "run health checks only")
+	fs.StringVar(&pool, "pool", "", "worker pool of resources that name no target (default: default)")
+	fs.StringVar(&rr.idempotencyKey, "idempotency-key", "", "the same key never starts two runs: a repeat gets the first run's ID")
+	fs.DurationVar(&rr.timeout, "timeout", time.Hour, "stop waiting after this long (exit 3); the run goes on")
+	fs.IntVar(&maxDpth, "max-depth", 0, "maximum nesting of apply resources (default: the coordinator's)")
+	fs.DurationVar(&taskTO, "task-timeout", 0, "timeout of tasks whose resource sets none (default: the coordinator's)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return flagExit(err)
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(st.Stderr, "manifold run: want exactly one MANIFEST argument")
+		fs.Usage()
+		return ExitInvalid
+	}
+	if pool != "" {
+		if err := bus.ValidToken(pool); err != nil {
+			fmt.Fprintf(st.Stderr, "manifold run: --pool: %v\n", err)
+			return ExitInvalid
+		}
+	}
+	if maxDpth < 0 || taskTO < 0 {
+		fmt.Fprintln(st.Stderr, "manifold run: --max-depth and --task-timeout must not be negative")
+		return ExitInvalid
+	}
+	rr.path, rr.output = pos[0], output.value
+	rr.req = bus.RunRequest{Data: data, Noop: noop, HealthCheckOnly: hcOnly, Pool: pool, MaxDepth: maxDpth,
+		TaskTimeoutMS: taskTO.Milliseconds()}
+	if code, ok := validateLocal(st, "run", rr.path, data); !ok {
+		return code
+	}
+	return submitRemote(ctx, st, &conn, rr)
+}
+
+// validateLocal checks the manifest at path before anything is sent.
+func validateLocal(st IO, cmd, path string, data map[string]any) (int, bool) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(st.Stderr, "manifold %s: %v\n", cmd, err)
+		return ExitInvalid, false
+	}
+	m, err := schemas.Parse(path, src)
+	if err == nil {
+		_, err = coordinator.Prepare(m, data)
+	}
+	if err != nil {
+		printValidation(st.Stderr, err)
+		return ExitInvalid, false
+	}
+	return 0, true
+}
+
+// submitRemote uploads the manifest's bundle, submits the run through the
+// runs.submit endpoint and waits for it as rr says.
+func submitRemote(ctx context.Context, st IO, conn *connFlags, rr remoteRun) int {
+	ctx, cancel := context.WithTimeoutCause(ctx, rr.timeout, fmt.Errorf("run did not finish within --timeout %s", rr.timeout))
+	defer cancel()
+	b, err := conn.attach(ctx, st, "manifold-run")
+	if err != nil {
+		return connExit(st, "run", err)
+	}
+	defer b.Conn().Close()
+	req := rr.req
+	req.RunID, req.IdempotencyKey = coordinator.NewRunID(), rr.idempotencyKey
+	if err := uploadBundle(ctx, b, &req, rr.path, false); err != nil {
+		fmt.Fprintf(st.Stderr, "manifold run: %v\n", err)
+		return ExitInvalid // as apply: mostly a file the manifest references is missing
+	}
+	var reply bus.SubmitReply
+	if err := callAPI(ctx, b.Conn(), bus.SubjectAPIRunsSubmit, req, &reply); err != nil {
+		return apiExit(st, "run", err)
+	}
+	if reply.Duplicate {
+		fmt.Fprintf(st.Stderr, "manifold run: idempotency key %q was used before: run %s\n", req.IdempotencyKey, reply.RunID)
+	}
+	if !rr.follow && !rr.wait && rr.output != "json" {
+		fmt.Fprintln(st.Stdout, reply.RunID)
+		return ExitOK
+	}
+	if rr.follow && rr.output != "json" {
+		fmt.Fprintf(st.Stdout, "run %s submitted\n", reply.RunID)
+	}
+	return followRun(ctx, st, b, reply.RunID, followOpts{noop: req.Noop, output: rr.output, quiet: !rr.follow})
+}

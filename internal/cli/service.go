@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/coordinator"
+	"github.com/manifold-run/manifold/internal/telemetry"
+	"github.com/manifold-run/manifold/resources/builtin"
+	"github.com/manifold-run/manifold/worker"
+)
+
+// serviceFlags are the flags of the long-running commands.
+type serviceFlags struct {
+	conn         connFlags
+	logFormat    choice
+	logLevel     choice
+	otlpEndpoint string
+}
+
+func (s *serviceFlags) register(fs *flag.FlagSet) {
+	s.logFormat = choice{"text", []string{"text", "json"}}
+	s.logLevel = choice{"info", []string{"debug", "info", "warn", "error"}}
+	s.conn.register(fs)
+	fs.Var(&s.logFormat, "log-format", "log format on stderr: text or json")
+	fs.Var(&s.logLevel, "log-level", "log level: debug, info, warn or error")
+	fs.StringVar(&s.otlpEndpoint, "otlp-endpoint", "", "export traces to this OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
+}
+
+func (s *serviceFlags) logger(w io.Writer) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(s.logLevel.value))
+	opts := &slog.HandlerOptions{Level: l}
+	if s.logFormat.value == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// start sets up logging, tracing and the connection of a service. The
+// returned cleanup flushes traces and closes the connection.
+func (s *serviceFlags) start(ctx context.Context, st IO, service, connName string) (*slog.Logger, func(), *nats.Conn, error) {
+	log := s.logger(st.Stderr).With("service", service)
+	shutdown, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "manifold-" + service, Endpoint: s.otlpEndpoint})
+	if err != nil {
+		return nil, nil, nil, usageErrorf("%v", err)
+	}
+	warned := false
+	nc, err := s.conn.connectRetry(ctx, st, connName, func(err error) {
+		if !warned {
+			log.Warn("server not reachable yet, retrying every second", "error", err)
+			warned = true
+		}
+	})
+	if err != nil {
+		_ = shutdown(context.Background())
+		return nil, nil, nil, err
+	}
+	log.Info("connected", "server", nc.ConnectedUrlRedacted())
+	cleanup := func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(fctx); err != nil {
+			log.Warn("traces not flushed", "error", err)
+		}
+		nc.Close()
+	}
+	return log, cleanup, nc, nil
+}
+
+const coordinatorAbout = `Runs a coordinator until SIGINT or SIGTERM: it provisions manifold's
+streams and buckets (idempotently), serves the micro service "manifold"
+(manifold.api.*), takes run requests from manifold.runs.submit and drives
+runs. Any number of coordinators may share a server. On SIGTERM it stops
+taking runs; runs it was driving stay in the runs bucket for another
+coordinator.`
+
+func runCoordinator(ctx context.Context, st IO, args []string) int {
+	var (
+		sf       serviceFlags
+		cfg      coordinator.Config
+		replicas int
+	)
+	fs := newFlags("coordinator", "[--server URL] [flags]", coordinatorAbout, st.Stderr)
+	sf.register(fs)
+	fs.StringVar(&cfg.Name, "name", "", "coordinator name in run records and logs (default: host-pid)")
+	fs.IntVar(&cfg.MaxDepth, "max-depth", coordinator.DefaultMaxDepth, "maximum nesting of apply resources unless a run request sets its own")
+	fs.DurationVar(&cfg.TaskTimeout, "task-timeout", coordinator.DefaultTaskTimeout, "timeout of a task whose resource and request set none (queue wait plus execution)")
+	fs.IntVar(&replicas, "replicas", 1, "replicas of manifold's streams and buckets (3 in a 3-node cluster)")
+	if code, ok := parseNone(fs, st, "coordinator", args); !ok {
+		return code
+	}
+	if cfg.MaxDepth < 0 || cfg.TaskTimeout < 0 || replicas < 1 {
+		fmt.Fprintln(st.Stderr, "manifold coordinator: --max-depth and --task-timeout must not be negative, --replicas at least 1")
+		return ExitInvalid
+	}
+	log, cleanup, nc, err := sf.start(ctx, st, "coordinator", "manifold-coordinator")
+	if err != nil {
+		return connExit(st, "coordinator", err)
+	}
+	defer cleanup()
+	octx, cancel := context.WithTimeout(ctx, time.Minute)
+	b, err := bus.Open(octx, nc, bus.Config{Replicas: replicas})
+	cancel()
+	if err != nil {
+		log.Error("cannot provision the bus", "error", err)
+		return ExitUnavailable
+	}
+	cfg.Bus, cfg.Logger = b, log
+	c, err := coordinator.New(cfg)
+	if err != nil {
+		log.Error("bad configuration", "error", err)
+		return ExitInvalid
+	}
+	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
+		log.Error("cannot start", "error", err)
+		return ExitUnavailable
+	}
+	log.Info("coordinator started", "replicas", replicas, "api", bus.SubjectAPIPrefix+".>", "intake", bus.SubjectRunSubmit)
+	<-ctx.Done()
+	log.Info("stopping: no new runs; runs in progress stay in the runs bucket for another coordinator")
+	c.Stop()
+	log.Info("coordinator stopped")
+	return ExitOK
+}
+
+const workerAbout = `Runs a worker until SIGINT or SIGTERM: it registers in the workers bucket
+(with a TTL heartbeat) and executes tasks of its pools, at most
+--concurrency at once. On the first SIGINT or SIGTERM it drains: it takes
+no new tasks, lets running ones finish (at most --drain-timeout), then
+deregisters. A second signal cancels running tasks (their processes are
+killed).
+
+It waits for a coordinator to provision manifold's streams and buckets.`
+
+func runWorker(ctx context.Context, st IO, args []string) int {
+	var (
+		sf           serviceFlags
+		cfg          worker.Config
+		pools        listFlag
+		drainTimeout time.Duration
+	)
+	fs := newFlags("worker", "[--server URL] [--name ID] [--pool NAME ...] [--concurrency N] [flags]", workerAbout, st.Stderr)
+	sf.register(fs)
+	fs.StringVar(&cfg.Name, "name", "", "worker name, unique among live workers (default: host-pid)")
+	fs.Var(&pools, "pool", "pool to take tasks of, repeatable or comma-separated (default: default)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", runtime.NumCPU(), "tasks executed at once")
+	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "where extracted bundles are kept (default: the user's cache directory, ~/.cache/manifold)")
+	fs.DurationVar(&drainTimeout, "drain-timeout", 0, "on shutdown, cancel tasks still running after this long (0: wait for them)")
+	if code, ok := parseNone(fs, st, "worker", args); !ok {
+		return code
+	}
+	cfg.Pools = pools
+	log, cleanup, nc, err := sf.start(ctx, st, "worker", "manifold-worker")
+	if err != nil {
+		return connExit(st, "worker", err)
+	}
+	defer cleanup()
+	b, err := attachRetry(ctx, nc, log)
+	if err != nil {
+		log.Error("cannot attach to the bus", "error", err)
+		return ExitUnavailable
+	}
+	host, _ := os.Hostname()
+	cfg.Bus, cfg.Registry, cfg.Logger, cfg.Version = b, builtin.Registry(), log, Version
+	cfg.Facts = map[string]any{"hostname": host, "os": runtime.GOOS, "arch": runtime.GOARCH, "cpus": runtime.NumCPU()}
+	w, err := worker.New(cfg)
+	if err != nil {
+		log.Error("bad configuration", "error", err)
+		return ExitInvalid
+	}
+	// The worker's own context must outlive the signal: cancelling it
+	// would cancel running tasks instead of draining.
+	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
+		log.Error("cannot start", "error", err)
+		return ExitUnavailable
+	}
+	log.Info("worker started", "name", w.Name(), "pools", strings.Join(cfg.Pools, ","), "concurrency", cfg.Concurrency)
+	<-ctx.Done()
+
+	// A second signal, or the drain timeout, cancels running tasks.
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	var timeout <-chan time.Time
+	if drainTimeout > 0 {
+		timeout = time.After(drainTimeout)
+	}
+	drained := make(chan struct{})
+	go func() { w.Stop(); close(drained) }()
+	log.Info("draining: taking no new tasks, waiting for running ones")
+	select {
+	case <-drained:
+	case <-again:
+		log.Warn("second signal: cancelling running tasks")
+		w.Kill()
+	case <-timeout:
+		log.Warn("drain timeout: cancelling running tasks", "drain_timeout", drainTimeout)
+		w.Kill()
+	}
+	<-drained
+	log.Info("worker stopped")
+	return ExitOK
+}
+
+// attachRetry attaches to the bus, waiting for a coordinator to provision
+// it.
+func attachRetry(ctx context.Context, nc *nats.Conn, log *slog.Logger) (*bus.Bus, error) {
+	warned := false
+	for {
+		b, err := bus.Attach(ctx, nc, bus.Config{})
+		if err == nil {
+			return b, nil
+		}
+		if !errors.Is(err, bus.ErrNotFound) && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		if !warned {
+			log.Warn("waiting for a coordinator to provision manifold's streams and buckets", "error", err)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// parseNone parses flags of a command that takes no arguments.
+func parseNone(fs *flag.FlagSet, st IO, cmd string, args []string) (int, bool) {
+	pos, err := parse(fs, args)
+	if err != nil {
+		return flagExit(err), false
+	}
+	if len(pos) != 0 {
+		fmt.Fprintf(st.Stderr, "manifold %s: unexpected argument %q\n", cmd, pos[0])
+		return ExitInvalid, false
+	}
+	return 0, true
+}
+
+// listFlag collects a repeatable, comma-separated flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
