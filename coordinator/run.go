@@ -387,7 +387,10 @@ func (r *run) handleOutcome(d *bus.Delivery) {
 		return
 	}
 	t := r.rec.Tasks[o.Task]
-	if t.Status.Final() || o.Attempt != t.Attempt {
+	// Only a task waiting for its outcome takes one: a pending task (never
+	// dispatched, or failed and waiting for its retry) has no current
+	// attempt, and a settled one has had its answer.
+	if (t.Status != bus.TaskDispatched && t.Status != bus.TaskRunning) || o.Attempt != t.Attempt {
 		r.log.Debug("stale outcome dropped", "resource", t.Ref, "attempt", o.Attempt, "current", t.Attempt)
 		return
 	}
