@@ -1,0 +1,358 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/resources/builtin"
+	"github.com/manifold-run/manifold/schemas"
+	"github.com/manifold-run/manifold/worker"
+)
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	_, b := setupBus(t)
+	tests := []struct {
+		name string
+		cfg  worker.Config
+		want string
+	}{
+		{"no bus", worker.Config{Registry: builtin.Registry()}, "needs a bus"},
+		{"no registry", worker.Config{Bus: b}, "needs a bus and a registry"},
+		{"negative concurrency", worker.Config{Bus: b, Registry: builtin.Registry(), Concurrency: -1}, "concurrency"},
+		{"bad name", worker.Config{Bus: b, Registry: builtin.Registry(), Name: "a.b"}, "name"},
+		{"bad pool", worker.Config{Bus: b, Registry: builtin.Registry(), Name: "w", Pools: []string{"a b"}}, "pool"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := worker.New(tt.cfg)
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func setupBus(t *testing.T) (*bus.Server, *bus.Bus) {
+	tb := setup(t, bus.Config{})
+	return tb.srv, tb.bus
+}
+
+func TestExecutesTaskAndPublishesOutcome(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	w := tb.start(t, worker.Config{Name: "w-exec"})
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.conf")
+	task := tb.task(3, schemas.Resource{Type: "file", Name: path,
+		Properties: map[string]any{"content": "port={{ lookup('data.port') }}\n"}})
+	task.Data = map[string]any{"port": 8080}
+	tb.publish(t, task)
+
+	o := tb.next(t)
+	require.Equal(t, bus.TaskChanged, o.Status, "%+v", o)
+	require.True(t, o.Changed)
+	require.Equal(t, tb.runID, o.RunID)
+	require.Equal(t, 3, o.Task)
+	require.Equal(t, 1, o.Attempt)
+	require.Equal(t, "file#"+path, o.Ref)
+	require.Equal(t, w.Name(), o.Worker)
+	require.Equal(t, 1, o.Delivery)
+	require.False(t, o.Replayed)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "port=8080\n", string(data))
+
+	// The same resource again is stable: the engine is idempotent.
+	task.Task, task.Attempt = 4, 1
+	tb.publish(t, task)
+	o = tb.next(t)
+	require.Equal(t, bus.TaskStable, o.Status, "%+v", o)
+}
+
+func TestNoopTaskChangesNothing(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	tb.start(t, worker.Config{})
+	path := filepath.Join(t.TempDir(), "f")
+	task := tb.task(0, schemas.Resource{Type: "file", Name: path, Properties: map[string]any{"content": "x"}})
+	task.Noop = true
+	tb.publish(t, task)
+	o := tb.next(t)
+	require.Equal(t, bus.TaskChanged, o.Status)
+	require.Contains(t, o.Message, "would")
+	require.False(t, exists(path))
+}
+
+func TestBadResourceFails(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	tb.start(t, worker.Config{})
+	tb.publish(t, tb.task(0, schemas.Resource{Type: "nosuchtype", Name: "x"}))
+	tb.publish(t, tb.task(1, schemas.Resource{Type: "file", Name: "/tmp/x",
+		Properties: map[string]any{"content": "{{ lookup('data.missing') }}"}}))
+	got := map[int]bus.Outcome{}
+	for range 2 {
+		o := tb.next(t)
+		got[o.Task] = o
+	}
+	require.Equal(t, bus.TaskFailed, got[0].Status)
+	require.Contains(t, got[0].Error, "nosuchtype")
+	require.Equal(t, bus.TaskFailed, got[1].Status)
+	require.Contains(t, got[1].Error, "data.missing")
+}
+
+// TestRedeliveredFinishedTaskIsAnsweredFromItsRecord: a task message that
+// comes back after the task was executed (its ack was lost) is answered
+// from the results bucket and not executed again.
+func TestRedeliveredFinishedTaskIsAnsweredFromItsRecord(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{TaskAckWait: 500 * time.Millisecond})
+	dir := t.TempDir()
+	task := tb.task(0, shell("append", dir, "echo ran >> log"))
+	tb.publish(t, task)
+
+	// Hold the first delivery without acking, as a worker that dies would.
+	held, err := tb.bus.TaskConsumer(t.Context(), bus.DefaultPool)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), waitDeadline)
+	defer cancel()
+	first, err := held.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, first.Attempt)
+
+	// Another copy of the same task attempt reaches the worker and is
+	// executed and recorded.
+	tb.start(t, worker.Config{Concurrency: 1})
+	task.V = bus.Version
+	tb.publishRaw(t, bus.DefaultPool, mustJSON(t, task))
+	o := tb.next(t)
+	require.Equal(t, bus.TaskChanged, o.Status, "%+v", o)
+	require.False(t, o.Replayed)
+
+	// The held message is redelivered after AckWait: answered, not run.
+	o = tb.next(t)
+	require.Equal(t, bus.TaskChanged, o.Status, "%+v", o)
+	require.True(t, o.Replayed)
+	require.Equal(t, 2, o.Delivery)
+	require.Equal(t, 0, o.Task)
+	require.Equal(t, 1, o.Attempt)
+	require.Equal(t, []string{"ran"}, lines(t, filepath.Join(dir, "log")))
+}
+
+// TestLongTaskIsNotRedelivered: a task running longer than AckWait sends
+// in-progress acks, so it is delivered once and executed once.
+func TestLongTaskIsNotRedelivered(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{TaskAckWait: 300 * time.Millisecond})
+	tb.start(t, worker.Config{Concurrency: 2})
+	dir := t.TempDir()
+	tb.publish(t, tb.task(0, shell("long", dir, "echo start >> log; sleep 1; echo end >> log")))
+
+	o := tb.next(t)
+	require.Equal(t, bus.TaskChanged, o.Status, "%+v", o)
+	require.Equal(t, 1, o.Delivery)
+	require.GreaterOrEqual(t, o.DurationMS, int64(1000))
+	// A redelivery at 300ms would have started a second execution that
+	// ends about 300ms after the first.
+	tb.none(t, time.Second)
+	require.Equal(t, []string{"start", "end"}, lines(t, filepath.Join(dir, "log")))
+}
+
+// TestConcurrencyIsBounded: with Concurrency 1 two tasks never run at once.
+// Each takes a lock directory that the other would fail to create.
+func TestConcurrencyIsBounded(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	tb.start(t, worker.Config{Concurrency: 1})
+	dir := t.TempDir()
+	line := func(n int) string {
+		return "mkdir lock || exit 7; echo " + strconv.Itoa(n) + " >> log; sleep 0.3; rmdir lock"
+	}
+	for n := range 3 {
+		tb.publish(t, tb.task(n, shell("t"+strconv.Itoa(n), dir, line(n))))
+	}
+	for range 3 {
+		o := tb.next(t)
+		require.Equal(t, bus.TaskChanged, o.Status, "tasks overlapped: %+v", o)
+	}
+	require.Len(t, lines(t, filepath.Join(dir, "log")), 3)
+}
+
+// TestMalformedTaskIsTerminated: an unreadable task message is terminated
+// (never redelivered) and does not hold the worker's only slot.
+func TestMalformedTaskIsTerminated(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{TaskAckWait: 300 * time.Millisecond})
+	w := tb.start(t, worker.Config{Concurrency: 1})
+	dir := t.TempDir()
+	tb.publishRaw(t, bus.DefaultPool, []byte("this is not json"))
+	tb.publishRaw(t, bus.DefaultPool, []byte(`{"v": 99, "run_id": "x"}`))
+	tb.publish(t, tb.task(0, shell("ok", dir, "touch ok")))
+
+	o := tb.next(t)
+	require.Equal(t, bus.TaskChanged, o.Status, "%+v", o)
+	require.True(t, exists(filepath.Join(dir, "ok")))
+
+	// Nothing is left for redelivery: past AckWait the queue is empty.
+	w.Stop()
+	c, err := tb.bus.TaskConsumer(t.Context(), bus.DefaultPool)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	d, err := c.Next(ctx)
+	if err == nil {
+		t.Fatalf("a task message was left for redelivery: %q", d.Data())
+	}
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// TestStopDrainsRunningTask: Stop waits for the running task, whose outcome
+// is published, and deregisters the worker.
+func TestStopDrainsRunningTask(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	w := tb.start(t, worker.Config{Name: "draining"})
+	dir := t.TempDir()
+	e, err := tb.bus.Workers().Get(t.Context(), "draining")
+	require.NoError(t, err)
+	require.Contains(t, string(e.Value), `"pools":["default"]`)
+
+	tb.publish(t, tb.task(0, shell("drain", dir, "touch started; sleep 0.5; touch done")))
+	eventually(t, "the task to start", func() bool { return exists(filepath.Join(dir, "started")) })
+	w.Stop()
+	require.True(t, exists(filepath.Join(dir, "done")), "Stop returned before the running task finished")
+	o := tb.next(t)
+	require.Equal(t, bus.TaskChanged, o.Status, "%+v", o)
+	_, err = tb.bus.Workers().Get(t.Context(), "draining")
+	require.ErrorIs(t, err, bus.ErrNotFound)
+	w.Stop() // idempotent
+	w.Kill()
+}
+
+// TestKillCancelsRunningTask: Kill kills the running command's processes.
+func TestKillCancelsRunningTask(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	w := tb.start(t, worker.Config{})
+	dir := t.TempDir()
+	tb.publish(t, tb.task(0, shell("killed", dir, "sleep 30 & echo $! > sleep.pid; wait; touch done")))
+	pidFile := filepath.Join(dir, "sleep.pid")
+	eventually(t, "the task to start", func() bool {
+		data, err := os.ReadFile(pidFile)
+		return err == nil && strings.HasSuffix(string(data), "\n")
+	})
+	data, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	require.NoError(t, err)
+
+	start := time.Now()
+	w.Kill()
+	require.Less(t, time.Since(start), 10*time.Second)
+	eventually(t, "the command's child to be killed", func() bool {
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	})
+	require.False(t, exists(filepath.Join(dir, "done")))
+
+	// The outcome, if one was published, says failed.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if d, err := tb.outcomes.Next(ctx); err == nil {
+		var o bus.Outcome
+		require.NoError(t, bus.Decode(d.Data(), &o))
+		require.Equal(t, bus.TaskFailed, o.Status, "%+v", o)
+	}
+}
+
+func TestTaskPastDeadlineFailsWithoutRunning(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	tb.start(t, worker.Config{})
+	dir := t.TempDir()
+	task := tb.task(0, shell("late", dir, "touch ran"))
+	task.Deadline = time.Now().Add(-time.Second)
+	tb.publish(t, task)
+	o := tb.next(t)
+	require.Equal(t, bus.TaskFailed, o.Status)
+	require.Contains(t, o.Error, "deadline")
+	require.False(t, exists(filepath.Join(dir, "ran")))
+}
+
+func TestTaskIsCancelledAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	tb.start(t, worker.Config{})
+	dir := t.TempDir()
+	task := tb.task(0, shell("slow", dir, "sleep 10; touch ran"))
+	task.TimeoutMS, task.Deadline = 300, time.Now().Add(300*time.Millisecond)
+	tb.publish(t, task)
+	o := tb.next(t)
+	require.Equal(t, bus.TaskFailed, o.Status)
+	require.Contains(t, o.Error, "timed out after 300ms")
+	require.Less(t, o.DurationMS, int64(5000))
+	require.False(t, exists(filepath.Join(dir, "ran")))
+}
+
+func TestControlGuards(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	tb.start(t, worker.Config{})
+	dir := t.TempDir()
+	tests := []struct {
+		control *schemas.Control
+		want    bus.TaskStatus
+		message string
+	}{
+		{&schemas.Control{If: "false"}, bus.TaskSkipped, "control if is false"},
+		{&schemas.Control{If: "lookup('data.x') == 1"}, bus.TaskChanged, ""},
+		{&schemas.Control{Unless: "{{ lookup('data.x') == 1 }}"}, bus.TaskSkipped, "control unless is true"},
+		{&schemas.Control{Unless: "lookup('data.x') == 2"}, bus.TaskChanged, ""},
+		{&schemas.Control{If: "true", Unless: "true"}, bus.TaskSkipped, "control unless is true"},
+		{&schemas.Control{If: "'yes'"}, bus.TaskFailed, "want a bool"},
+	}
+	for n, tt := range tests {
+		res := shell("guarded"+strconv.Itoa(n), dir, "touch ran"+strconv.Itoa(n))
+		res.Control = tt.control
+		task := tb.task(n, res)
+		task.Data = map[string]any{"x": 1}
+		tb.publish(t, task)
+	}
+	got := map[int]bus.Outcome{}
+	for range tests {
+		o := tb.next(t)
+		got[o.Task] = o
+	}
+	for n, tt := range tests {
+		o := got[n]
+		require.Equal(t, tt.want, o.Status, "case %d %+v: %+v", n, tt.control, o)
+		require.Contains(t, o.Message+o.Error, tt.message, "case %d", n)
+		require.Equal(t, tt.want == bus.TaskChanged, exists(filepath.Join(dir, "ran"+strconv.Itoa(n))), "case %d", n)
+	}
+}
+
+func TestWorkerTakesOnlyItsPools(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	tb.start(t, worker.Config{Pools: []string{"edge", "core"}, Concurrency: 1})
+	dir := t.TempDir()
+	for n, pool := range []string{"other", "edge", "core"} {
+		task := tb.task(n, shell(pool, dir, "touch "+pool))
+		task.Pool = pool
+		tb.publish(t, task)
+	}
+	got := map[int]bool{}
+	for range 2 {
+		got[tb.next(t).Task] = true
+	}
+	require.Equal(t, map[int]bool{1: true, 2: true}, got)
+	require.False(t, exists(filepath.Join(dir, "other")))
+}
