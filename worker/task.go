@@ -67,7 +67,11 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		attribute.String("manifold.pool", task.Pool),
 	))
 	start := time.Now()
-	o := w.execute(trace.ContextWithSpan(ctx, span), task, log)
+	execCtx, cancel := context.WithCancelCause(ctx)
+	untrack := w.trackCancel(task.RunID, task.MsgID(), cancel)
+	o := w.execute(trace.ContextWithSpan(execCtx, span), task, log)
+	untrack()
+	cancel(nil)
 	_ = spanCtx
 	stopProgress()
 	o.V, o.RunID, o.Task, o.Attempt, o.Ref = bus.Version, task.RunID, task.Task, task.Attempt, ref

@@ -115,6 +115,7 @@ type Worker struct {
 
 	runMu   sync.Mutex
 	running map[string]string // task message ID → ref
+	cancels map[string]map[string]context.CancelCauseFunc // run ID → task message ID → cancel
 }
 
 // New returns a worker; Start starts it.
@@ -158,6 +159,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := w.register(ctx); err != nil {
 		return err
 	}
+	stopCancels, err := w.bus.SubscribeCancels(w.cancelRun)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 	base := context.WithoutCancel(ctx)
 	takeCtx, cancel := context.WithCancelCause(base)
 	killCtx, kill := context.WithCancelCause(base)
@@ -168,6 +173,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.wg.Go(func() { w.heartbeat(takeCtx) })
 	w.wg.Go(func() { <-takeCtx.Done(); stopOnParent() })
+	w.wg.Go(func() { <-killCtx.Done(); stopCancels() })
 	return nil
 }
 
@@ -268,6 +274,42 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			if err := w.register(ctx); err != nil && ctx.Err() == nil {
 				w.log.Warn("heartbeat failed", "error", err)
 			}
+		}
+	}
+}
+
+// errRunCancelled is the cause of a task context ended by its run's
+// cancellation.
+var errRunCancelled = errors.New("run cancelled")
+
+// cancelRun cancels the running tasks of a cancelled run: their processes
+// are killed.
+func (w *Worker) cancelRun(runID string) {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	for _, cancel := range w.cancels[runID] {
+		cancel(errRunCancelled)
+	}
+}
+
+// trackCancel registers the cancel func of a running task of runID; the
+// returned func unregisters it.
+func (w *Worker) trackCancel(runID, id string, cancel context.CancelCauseFunc) func() {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	if w.cancels == nil {
+		w.cancels = map[string]map[string]context.CancelCauseFunc{}
+	}
+	if w.cancels[runID] == nil {
+		w.cancels[runID] = map[string]context.CancelCauseFunc{}
+	}
+	w.cancels[runID][id] = cancel
+	return func() {
+		w.runMu.Lock()
+		defer w.runMu.Unlock()
+		delete(w.cancels[runID], id)
+		if len(w.cancels[runID]) == 0 {
+			delete(w.cancels, runID)
 		}
 	}
 }
