@@ -114,7 +114,7 @@ type Worker struct {
 	stopped bool
 
 	runMu   sync.Mutex
-	running map[string]string // task message ID → ref
+	running map[string]string                             // task message ID → ref
 	cancels map[string]map[string]context.CancelCauseFunc // run ID → task message ID → cancel
 }
 
