@@ -22,10 +22,8 @@ const maxCancelAttempts = 20
 // by compare and swap: the coordinator driving the run loses its next
 // write and leaves the run, so nothing more is dispatched. Then it
 // publishes the task and run events followers wait for, and announces the
-// cancellation on bus.CancelSubject for whoever listens.
-//
-// Tasks already running on workers are not interrupted: their outcomes
-// arrive and are dropped.
+// cancellation on bus.CancelSubject (core NATS): workers listening there
+// cancel the run's running tasks. An outcome that still arrives is dropped.
 //
 // It returns RunCancelled, or ErrRunEnded with the final status the run
 // already had (cancelling a cancelled run is not an error), or an error
@@ -64,7 +62,7 @@ func (c *Coordinator) cancelTree(ctx context.Context, runID string, level int) (
 			if t.Status == bus.TaskPending {
 				t.Message = "cancelled before it was dispatched"
 			} else {
-				t.Message = "cancelled while " + string(t.Status) + " (a worker may finish it; its outcome is ignored)"
+				t.Message = "cancelled while " + string(t.Status) + "; workers are told to stop it, its outcome is ignored"
 			}
 			t.Status, t.Changed = bus.TaskCancelled, false
 			cancelled = append(cancelled, i)

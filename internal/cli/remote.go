@@ -253,7 +253,8 @@ func factsSummary(f map[string]any) string {
 
 const cancelAbout = `Cancels a run through the runs.cancel endpoint: nothing more is
 dispatched, pending tasks end cancelled and the run ends cancelled (child
-runs too). Tasks already running on workers are not interrupted.
+runs too); workers are told, on manifold.control.<run>.cancel, to stop
+the run's running tasks.
 Exit 0 when the run is cancelled, 1 when it had already ended otherwise,
 2 when there is no such run, 3 when no coordinator answers.`
 
