@@ -1,0 +1,212 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/internal/bundle"
+	"github.com/manifold-run/manifold/internal/bustest"
+	"github.com/manifold-run/manifold/resources/builtin"
+	"github.com/manifold-run/manifold/worker"
+)
+
+// applyEngine is a real embedded JetStream with a real coordinator and a
+// real worker (builtin registry) whose bundle cache is private: tasks carry
+// no work directory, so the worker extracts bundles as a remote one does.
+type applyEngine struct {
+	bus *bus.Bus
+}
+
+func startApplyEngine(tb testing.TB) *applyEngine {
+	tb.Helper()
+	_, b := bustest.Start(tb, bus.Config{})
+	ctx := context.Background()
+	logger := slog.New(slog.DiscardHandler)
+	c, err := New(Config{Bus: b, Logger: logger, Name: "apply-test"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Stop)
+	w, err := worker.New(worker.Config{Bus: b, Registry: builtin.Registry(), Name: "apply-test", Logger: logger,
+		Concurrency: 2, CacheDir: tb.TempDir()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(w.Kill)
+	return &applyEngine{bus: b}
+}
+
+// archive builds a bundle archive of files (slash paths → content).
+func applyArchive(tb testing.TB, files map[string]string) []byte {
+	tb.Helper()
+	b := bundle.New()
+	for name, content := range files {
+		if err := b.Add(name, []byte(content)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	data, err := b.Archive()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
+// run submits req and follows the run tree's events until the root run
+// finished; it returns the report and every event of the tree.
+func (e *applyEngine) run(tb testing.TB, req bus.RunRequest) (*Report, []bus.Event) {
+	tb.Helper()
+	if req.RunID == "" {
+		req.RunID = NewRunID()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	followed := make(chan error, 1)
+	var events []bus.Event
+	go func() {
+		followed <- e.bus.FollowEvents(ctx, req.RunID, func(ev bus.Event) bool {
+			events = append(events, ev)
+			return ev.Kind != bus.EventRunFinished || ev.RunID != req.RunID
+		})
+	}()
+	if err := e.bus.SubmitRun(ctx, req, req.RunID); err != nil {
+		tb.Fatal(err)
+	}
+	if err := <-followed; err != nil {
+		tb.Fatalf("run %s did not finish: %v; events: %+v", req.RunID, err, events)
+	}
+	rep, err := GetReport(ctx, e.bus, req.RunID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rep, events
+}
+
+// TestApplyChildEventsAndRemoteBundle: child runs' events carry
+// manifest=<apply resource name> and the child's run ID; a worker without
+// a shared work directory extracts the bundle and resolves each level's
+// relative file sources against that level's directory; obj://bucket/key
+// bundles work like uploaded ones.
+func TestApplyChildEventsAndRemoteBundle(t *testing.T) {
+	t.Parallel()
+	e := startApplyEngine(t)
+	out := t.TempDir()
+	files := map[string]string{
+		"site.yaml": "resources:\n  - file:\n      - " + out + "/root.txt: {source: level.txt}\n" +
+			"  - apply:\n      - sub/manifest.yaml: {}\n",
+		"level.txt":         "root\n",
+		"sub/manifest.yaml": "resources:\n  - file:\n      - " + out + "/sub.txt: {source: level.txt}\n  - {type: apply, name: lib/m.yaml}\n",
+		"sub/level.txt":     "sub\n",
+		"sub/lib/m.yaml":    "resources:\n  - file:\n      - " + out + "/lib.txt: {source: level.txt}\n",
+		"sub/lib/level.txt": "lib\n",
+	}
+	archive := applyArchive(t, files)
+	name, err := e.bus.PutBundle(t.Context(), archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.bus.PutObject(t.Context(), "sites", "site/v1.tar.gz", archive); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, ref := range []string{name, "obj://sites/site/v1.tar.gz"} {
+		for _, f := range []string{"root.txt", "sub.txt", "lib.txt"} {
+			os.Remove(filepath.Join(out, f))
+		}
+		rep, events := e.run(t, bus.RunRequest{Bundle: ref, Entry: "site.yaml", ManifestName: "site.yaml"})
+		if rep.Status != RunSucceeded || rep.Counts != (Counts{Total: 2, Changed: 2}) {
+			t.Fatalf("%s: want succeeded with 2 changed, got %+v", ref, rep)
+		}
+		for f, want := range map[string]string{"root.txt": "root\n", "sub.txt": "sub\n", "lib.txt": "lib\n"} {
+			if got, err := os.ReadFile(filepath.Join(out, f)); err != nil || string(got) != want {
+				t.Errorf("%s: %s = %q, %v; want %q", ref, f, got, err, want)
+			}
+		}
+		sub := childRunID(rep.RunID, 1, 1)
+		lib := childRunID(sub, 1, 1)
+		wantManifest := map[string]string{rep.RunID: "site.yaml", sub: "sub/manifest.yaml", lib: "lib/m.yaml"}
+		finished := map[string]int{}
+		for _, ev := range events {
+			want, ok := wantManifest[ev.RunID]
+			if !ok {
+				t.Errorf("%s: event of an unknown run %s: %+v", ref, ev.RunID, ev)
+				continue
+			}
+			if ev.Manifest != want || ev.RootRunID != rep.RunID {
+				t.Errorf("%s: %s event of run %s: manifest %q, root %q; want %q, %q", ref, ev.Kind, ev.RunID, ev.Manifest, ev.RootRunID, want, rep.RunID)
+			}
+			if ev.Kind == bus.EventTaskFinished {
+				finished[ev.RunID]++
+			}
+		}
+		if finished[rep.RunID] != 2 || finished[sub] != 2 || finished[lib] != 1 {
+			t.Errorf("%s: task_finished events per run: %v, want 2, 2 and 1", ref, finished)
+		}
+	}
+}
+
+// TestApplyRunRequestMaxDepth: the request's max_depth limits the tree
+// (the coordinator's default is 10).
+func TestApplyRunRequestMaxDepth(t *testing.T) {
+	t.Parallel()
+	e := startApplyEngine(t)
+	name, err := e.bus.PutBundle(t.Context(), applyArchive(t, map[string]string{
+		"manifest.yaml": "resources:\n  - apply:\n      - manifest.yaml: {}\n",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, _ := e.run(t, bus.RunRequest{Bundle: name, MaxDepth: 1})
+	c := rep.Resources[0].Child
+	if c == nil || c.Depth != 1 || c.Resources[0].Child != nil {
+		t.Fatalf("want one child at depth 1 that started none, got %+v", rep)
+	}
+	if got := c.Resources[0].Error; !strings.Contains(got, "depth 2 is over the limit of 1: manifest.yaml → manifest.yaml → manifest.yaml") {
+		t.Errorf("depth error: %q", got)
+	}
+}
+
+// BenchmarkApplyLevel measures one run whose only resource is a stable file
+// (inline), against one whose only resource is an apply of a child manifest
+// holding that file (child): the difference is the overhead of an apply
+// level (child run record, plan, outcome consumer, events, report).
+func BenchmarkApplyLevel(b *testing.B) {
+	e := startApplyEngine(b)
+	path := filepath.Join(b.TempDir(), "stable.txt")
+	file := "resources:\n  - file:\n      - " + path + ": {content: stable}\n"
+	for _, bm := range []struct {
+		name  string
+		files map[string]string
+	}{
+		{"inline", map[string]string{"manifest.yaml": file}},
+		{"child", map[string]string{"manifest.yaml": "resources:\n  - apply:\n      - child/manifest.yaml: {}\n", "child/manifest.yaml": file}},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			ref, err := e.bus.PutBundle(context.Background(), applyArchive(b, bm.files))
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := bus.RunRequest{Bundle: ref}
+			e.run(b, req) // the file exists from here on: every run is stable
+			b.ResetTimer()
+			for b.Loop() {
+				rep, _ := e.run(b, req)
+				if rep.Status != RunSucceeded || rep.Counts.Stable != 1 {
+					b.Fatalf("want one stable resource, got %+v", rep)
+				}
+			}
+		})
+	}
+}
