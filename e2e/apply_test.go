@@ -174,7 +174,7 @@ resources:
       - manifest.yaml: {}
 `}
 	cycle := map[string]string{
-		"a.yaml": "resources:\n  - exec:\n      - mark: {command: \"echo a >> $D/out/levels.log\", provider: shell}\n  - apply:\n      - b/b.yaml: {}\n",
+		"a.yaml":   "resources:\n  - exec:\n      - mark: {command: \"echo a >> $D/out/levels.log\", provider: shell}\n  - apply:\n      - b/b.yaml: {}\n",
 		"b/b.yaml": "resources:\n  - exec:\n      - mark: {command: \"echo b >> $D/out/levels.log\", provider: shell}\n  - apply:\n      - ../a.yaml: {}\n",
 	}
 	chain := func(names ...string) string { return strings.Join(names, " → ") }
@@ -493,7 +493,7 @@ resources:
   - apply:
       - inner.yaml: {}
 `,
-		"rejected/level.txt": "rejected dir\n",
+		"rejected/level.txt":  "rejected dir\n",
 		"rejected/inner.yaml": "resources:\n  - file:\n      - $D/out/inner.txt: {content: never}\n",
 	})
 	rep := apply(t, runOpts{dir: dir}, 1, filepath.Join(dir, "manifest.yaml"))
