@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 )
 
@@ -41,10 +40,15 @@ func (c headerCarrier) Keys() []string {
 	return keys
 }
 
+// propagator is W3C trace context and baggage, whatever the process's
+// global propagator is: the bus contract says every message carries
+// traceparent.
+var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
 // InjectTrace writes the trace context of ctx into h (W3C traceparent and
 // tracestate, lowercase keys).
 func InjectTrace(ctx context.Context, h nats.Header) {
-	otel.GetTextMapPropagator().Inject(ctx, headerCarrier(h))
+	propagator.Inject(ctx, headerCarrier(h))
 }
 
 // ExtractTrace returns ctx carrying the remote trace context found in h.
@@ -52,5 +56,5 @@ func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
 	if h == nil {
 		return ctx
 	}
-	return otel.GetTextMapPropagator().Extract(ctx, headerCarrier(h))
+	return propagator.Extract(ctx, headerCarrier(h))
 }

@@ -71,6 +71,7 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 		rec.TraceID = span.SpanContext().TraceID().String()
 		rec.SpanID = span.SpanContext().SpanID().String()
 	}
+	r.log = r.log.With("trace_id", span.SpanContext().TraceID().String(), "span_id", span.SpanContext().SpanID().String())
 
 	plan, err := r.load(ctx)
 	if err != nil {

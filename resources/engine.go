@@ -1,6 +1,10 @@
 package resources
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"cmp"
 	"context"
 	"errors"
@@ -72,7 +76,7 @@ func Execute(ctx context.Context, res Resource, env *Env) (out Outcome) {
 	if ctx.Err() != nil {
 		return failed(ctx, "check", context.Cause(ctx))
 	}
-	check, err := res.CheckApply(ctx, env, false)
+	check, err := step(ctx, "check", res, env, false)
 	if err != nil {
 		return failed(ctx, "check", err)
 	}
@@ -95,7 +99,7 @@ func Execute(ctx context.Context, res Resource, env *Env) (out Outcome) {
 	if ctx.Err() != nil {
 		return failed(ctx, "apply", context.Cause(ctx))
 	}
-	applied, err := res.CheckApply(ctx, env, true)
+	applied, err := step(ctx, "apply", res, env, true)
 	if err != nil {
 		o := failed(ctx, "apply", err)
 		o.Diff = check.Diff
@@ -113,7 +117,7 @@ func Execute(ctx context.Context, res Resource, env *Env) (out Outcome) {
 		}
 		recheckEnv := *env
 		recheckEnv.Refresh = false
-		again, err := res.CheckApply(ctx, &recheckEnv, false)
+		again, err := step(ctx, "re-check", res, &recheckEnv, false)
 		if err != nil {
 			return failed(ctx, "re-check", err)
 		}
@@ -135,6 +139,21 @@ func Execute(ctx context.Context, res Resource, env *Env) (out Outcome) {
 		Message:   cmp.Or(applied.Message, check.Message, "changed"),
 		Diff:      cmp.Or(applied.Diff, check.Diff),
 	}
+}
+
+// step runs one CheckApply in a span named after the stage (check, apply,
+// re-check), a child of the span in ctx, from that span's provider: the
+// engine wraps resources in telemetry, types know nothing of it.
+func step(ctx context.Context, name string, res Resource, env *Env, apply bool) (Result, error) {
+	tracer := trace.SpanFromContext(ctx).TracerProvider().Tracer("github.com/manifold-run/manifold/resources")
+	ctx, span := tracer.Start(ctx, name)
+	defer span.End()
+	r, err := res.CheckApply(ctx, env, apply)
+	span.SetAttributes(attribute.Bool("manifold.changed", r.Changed), attribute.Bool("manifold.apply", apply))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return r, err
 }
 
 // refreshable reports whether res acts on refreshes.

@@ -66,6 +66,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		attribute.String("manifold.worker", w.cfg.Name),
 		attribute.String("manifold.pool", task.Pool),
 	))
+	log = log.With("trace_id", span.SpanContext().TraceID().String(), "span_id", span.SpanContext().SpanID().String())
 	start := time.Now()
 	execCtx, cancel := context.WithCancelCause(ctx)
 	untrack := w.trackCancel(task.RunID, task.MsgID(), cancel)
@@ -171,7 +172,7 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 		return fail("%s: %v", ref, err)
 	}
 	defer cleanup()
-	env := &resources.Env{Refresh: task.Refresh, Noop: task.Noop, WorkDir: workDir, Runner: w.cfg.Runner, Logger: log}
+	env := &resources.Env{Refresh: task.Refresh, Noop: task.Noop, WorkDir: workDir, Runner: tracingRunner{w.cfg.Runner}, Logger: log}
 	out := resources.Execute(ctx, res, env)
 	o := bus.Outcome{Status: bus.TaskStatus(out.Status), Changed: out.Changed, Refreshed: out.Refreshed,
 		Message: out.Message, Diff: out.Diff}

@@ -113,6 +113,8 @@ type Worker struct {
 	tasksWG sync.WaitGroup
 	stopped bool
 
+	stopCancels func()
+
 	runMu   sync.Mutex
 	running map[string]string                             // task message ID → ref
 	cancels map[string]map[string]context.CancelCauseFunc // run ID → task message ID → cancel
@@ -173,7 +175,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.wg.Go(func() { w.heartbeat(takeCtx) })
 	w.wg.Go(func() { <-takeCtx.Done(); stopOnParent() })
-	w.wg.Go(func() { <-killCtx.Done(); stopCancels() })
+	w.stopCancels = stopCancels
 	return nil
 }
 
@@ -197,7 +199,8 @@ func (w *Worker) stop(hard bool) {
 		kill(errStopping)
 	}
 	w.wg.Wait()
-	w.tasksWG.Wait()
+	w.tasksWG.Wait() // cancellations are still heard while draining
+	w.stopCancels()
 	kill(errStopping)
 	if !already {
 		ctx, done := context.WithTimeout(context.Background(), 2*time.Second)

@@ -1,6 +1,10 @@
 package cli
 
 import (
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"errors"
 	"fmt"
@@ -121,6 +125,11 @@ func runApply(ctx context.Context, st IO, args []string) int {
 // submitAndFollow submits a run on the fire-and-forget subject and follows
 // it (see followRun).
 func submitAndFollow(ctx context.Context, st IO, b *bus.Bus, req bus.RunRequest, output string) int {
+	// The client's span: the run's trace starts here, and the run request
+	// carries it to the coordinator in its traceparent header.
+	ctx, span := otel.Tracer("github.com/manifold-run/manifold/cli").Start(ctx, "manifold run "+req.ManifestName,
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attribute.String("manifold.run_id", req.RunID)))
+	defer span.End()
 	if err := b.SubmitRun(ctx, req, req.RunID); err != nil {
 		fmt.Fprintf(st.Stderr, "manifold: submit run: %v\n", err)
 		return ExitUnavailable
