@@ -1,7 +1,3 @@
-// Package e2e tests manifold as a user runs it: TestMain builds the binary
-// once, and each test runs it as a separate process against manifests
-// written into its own temporary directory, asserting on exit codes,
-// output, the run report and the files left on disk.
 package e2e
 
 import (
