@@ -103,6 +103,7 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 		Pool: rec.Request.Pool, MaxDepth: maxDepth, TaskTimeoutMS: rec.Request.TaskTimeoutMS,
 	}
 	t.Child = req.RunID
+	r.c.metrics.depth.Record(ctx, int64(child.Depth))
 	err = r.c.accept(ctx, spanCtx, req, &childOf{
 		parent: rec, task: i, attempt: t.Attempt, depth: child.Depth, name: res.Name, chain: chain,
 		applyData: props.Data, denyApply: child.DenyApply, session: session, maxDepth: maxDepth,

@@ -97,6 +97,7 @@ func (c *Coordinator) cancelTree(ctx context.Context, runID string, level int) (
 		if err := c.bus.Conn().Publish(bus.CancelSubject(runID), nil); err != nil {
 			c.log.Warn("cancel announcement not published", "run_id", runID, "error", err)
 		}
+		c.metrics.runEnded(RunCancelled)
 		c.log.Info("run cancelled", "run_id", runID, "tasks_cancelled", len(cancelled))
 		return RunCancelled, nil
 	}

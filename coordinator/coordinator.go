@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/manifold-run/manifold/bus"
@@ -52,6 +53,8 @@ type Config struct {
 	OutcomeGrace time.Duration
 	// TracerProvider defaults to otel's global provider.
 	TracerProvider trace.TracerProvider
+	// MeterProvider defaults to otel's global provider.
+	MeterProvider metric.MeterProvider
 	// Lease is how long a coordinator's claim on a run lasts without
 	// renewal; the owner renews it at a third of that. When it lapses (the
 	// owner died) another coordinator resumes the run. Defaults to 10s.
@@ -76,6 +79,9 @@ func (cfg Config) WithDefaults() Config {
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()
 	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
+	}
 	return cfg
 }
 
@@ -97,6 +103,7 @@ type Coordinator struct {
 	log    *slog.Logger
 	tracer trace.Tracer
 
+	metrics *metrics
 	bundles bundleCache
 	driving driving
 
@@ -112,11 +119,16 @@ func New(cfg Config) (*Coordinator, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	m, err := newMetrics(cfg.MeterProvider, cfg.Bus)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: metrics: %w", err)
+	}
 	return &Coordinator{
-		cfg:    cfg,
-		bus:    cfg.Bus,
-		log:    cfg.Logger.With("component", "coordinator", "coordinator", cfg.Name),
-		tracer: cfg.TracerProvider.Tracer("github.com/manifold-run/manifold/coordinator"),
+		metrics: m,
+		cfg:     cfg,
+		bus:     cfg.Bus,
+		log:     cfg.Logger.With("component", "coordinator", "coordinator", cfg.Name),
+		tracer:  cfg.TracerProvider.Tracer("github.com/manifold-run/manifold/coordinator"),
 	}, nil
 }
 

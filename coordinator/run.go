@@ -424,6 +424,7 @@ func (r *run) settle(i int, status bus.TaskStatus, message, errText string) {
 		r.rec.Stopped = true
 	}
 	r.endSpan(i, errText)
+	r.c.metrics.taskEnded(t.Type, status)
 	done := 0
 	for _, x := range r.rec.Tasks {
 		if x.Status.Final() {
@@ -539,6 +540,7 @@ func (r *run) finish(ctx context.Context) {
 		r.span.SetStatus(codes.Error, rec.Error)
 	}
 	r.span.SetAttributes(attribute.String("manifold.status", string(rec.Status)))
+	r.c.metrics.runEnded(rec.Status)
 	rep := rec.report()
 	r.events = append(r.events, bus.Event{Kind: bus.EventRunFinished, Status: string(rec.Status), Error: rec.Error,
 		Done: rep.Counts.Total, Total: rep.Counts.Total, DurationMS: rep.DurationMS})
@@ -560,6 +562,7 @@ func (r *run) finishRejected(ctx context.Context, err error) {
 	msg := err.Error()
 	rec.Status, rec.Error, rec.StartedAt, rec.FinishedAt = RunFailed, msg, time.Now().UTC(), time.Now().UTC()
 	r.span.SetStatus(codes.Error, msg)
+	r.c.metrics.runEnded(RunFailed)
 	r.log.Warn("run rejected", "error", strings.ReplaceAll(msg, "\n", "; "))
 	r.events = append(r.events, bus.Event{Kind: bus.EventRunRejected, Error: msg},
 		bus.Event{Kind: bus.EventRunFinished, Status: string(RunFailed), Error: msg})

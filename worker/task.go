@@ -52,6 +52,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 
 	w.track(task.MsgID(), ref, true)
 	defer w.track(task.MsgID(), ref, false)
+	w.metrics.started(task.Pool, d.Attempt)
 	stopProgress := w.progress(ctx, d)
 	spanCtx, span := w.tracer.Start(d.Ctx, "execute "+ref, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
 		attribute.String("manifold.run_id", task.RunID),
@@ -83,6 +84,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		span.SetStatus(codes.Error, o.Error)
 	}
 	span.End()
+	w.metrics.finished(task.Pool, task.Resource.Type, o)
 
 	if data, err := json.Marshal(o); err == nil {
 		if _, err := w.bus.Results().Put(final, key, data); err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/manifold-run/manifold/bus"
@@ -46,6 +47,8 @@ type Config struct {
 	Version string
 	// TracerProvider defaults to otel's global provider.
 	TracerProvider trace.TracerProvider
+	// MeterProvider defaults to otel's global provider.
+	MeterProvider metric.MeterProvider
 	// CacheDir keeps extracted bundles. Defaults to the user's cache
 	// directory (~/.cache/manifold) or, without one, a temporary directory.
 	CacheDir string
@@ -67,6 +70,9 @@ func (cfg Config) WithDefaults() Config {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
 	}
 	if cfg.CacheDir == "" {
 		base, err := os.UserCacheDir()
@@ -104,6 +110,8 @@ type Worker struct {
 	tracer trace.Tracer
 	slots  chan struct{}
 
+	metrics *metrics
+
 	bundles bundleDirs
 
 	mu      sync.Mutex
@@ -126,7 +134,12 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	m, err := newMetrics(cfg.MeterProvider, cfg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("worker: metrics: %w", err)
+	}
 	return &Worker{
+		metrics: m,
 		cfg:     cfg,
 		bus:     cfg.Bus,
 		log:     cfg.Logger.With("component", "worker", "worker", cfg.Name),
