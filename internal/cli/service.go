@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
@@ -29,6 +30,10 @@ type serviceFlags struct {
 	logFormat    choice
 	logLevel     choice
 	otlpEndpoint string
+	// metricsListen serves Prometheus metrics; instance names this
+	// process in telemetry (its --name), set by the command before start.
+	metricsListen string
+	instance      string
 }
 
 func (s *serviceFlags) register(fs *flag.FlagSet) {
@@ -37,7 +42,8 @@ func (s *serviceFlags) register(fs *flag.FlagSet) {
 	s.conn.register(fs)
 	fs.Var(&s.logFormat, "log-format", "log format on stderr: text or json")
 	fs.Var(&s.logLevel, "log-level", "log level: debug, info, warn or error")
-	fs.StringVar(&s.otlpEndpoint, "otlp-endpoint", "", "export traces to this OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
+	fs.StringVar(&s.otlpEndpoint, "otlp-endpoint", "", "export traces (and metrics) to this OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
+	fs.StringVar(&s.metricsListen, "metrics-listen", "", "serve Prometheus metrics on http://HOST:PORT/metrics (default: none)")
 }
 
 func (s *serviceFlags) logger(w io.Writer) *slog.Logger {
@@ -54,9 +60,25 @@ func (s *serviceFlags) logger(w io.Writer) *slog.Logger {
 // returned cleanup flushes traces and closes the connection.
 func (s *serviceFlags) start(ctx context.Context, st IO, service, connName string) (*slog.Logger, func(), *nats.Conn, error) {
 	log := s.logger(st.Stderr).With("service", service)
-	shutdown, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "manifold-" + service, Endpoint: s.otlpEndpoint})
+	var attrs []attribute.KeyValue
+	if s.instance != "" {
+		attrs = append(attrs, attribute.String("service.instance.id", s.instance), attribute.String("manifold."+service, s.instance))
+	}
+	shutdownTraces, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "manifold-" + service, Endpoint: s.otlpEndpoint, Attributes: attrs})
 	if err != nil {
 		return nil, nil, nil, usageErrorf("%v", err)
+	}
+	metrics, err := telemetry.SetupMetrics(ctx, telemetry.MetricsConfig{ServiceName: "manifold-" + service,
+		Listen: s.metricsListen, Endpoint: s.otlpEndpoint, Attributes: attrs})
+	if err != nil {
+		_ = shutdownTraces(context.Background())
+		return nil, nil, nil, usageErrorf("%v", err)
+	}
+	if metrics.Addr != "" {
+		log.Info("serving metrics", "url", "http://"+metrics.Addr+"/metrics")
+	}
+	shutdown := func(ctx context.Context) error {
+		return errors.Join(shutdownTraces(ctx), metrics.Shutdown(ctx))
 	}
 	warned := false
 	nc, err := s.conn.connectRetry(ctx, st, connName, func(err error) {
@@ -107,6 +129,7 @@ func runCoordinator(ctx context.Context, st IO, args []string) int {
 		fmt.Fprintln(st.Stderr, "manifold coordinator: --max-depth and --task-timeout must not be negative, --replicas at least 1")
 		return ExitInvalid
 	}
+	sf.instance = cfg.Name
 	log, cleanup, nc, err := sf.start(ctx, st, "coordinator", "manifold-coordinator")
 	if err != nil {
 		return connExit(st, "coordinator", err)
@@ -164,6 +187,7 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 		return code
 	}
 	cfg.Pools = pools
+	sf.instance = cfg.Name
 	log, cleanup, nc, err := sf.start(ctx, st, "worker", "manifold-worker")
 	if err != nil {
 		return connExit(st, "worker", err)
