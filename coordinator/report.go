@@ -42,9 +42,11 @@ type Report struct {
 	Resources []ResourceReport `json:"resources"`
 
 	// Extensions of the contract.
-	RootRunID   string     `json:"root_run_id,omitempty"`
-	ParentRunID string     `json:"parent_run_id,omitempty"`
-	Pool        string     `json:"pool,omitempty"`
+	RootRunID   string `json:"root_run_id,omitempty"`
+	ParentRunID string `json:"parent_run_id,omitempty"`
+	Pool        string `json:"pool,omitempty"`
+	// Coordinator is the coordinator driving (or that drove) the run.
+	Coordinator string     `json:"coordinator,omitempty"`
 	Error       string     `json:"error,omitempty"`
 	StartedAt   *time.Time `json:"started_at,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
@@ -210,6 +212,7 @@ func (rec *record) report() *Report {
 		RootRunID:       rec.RootRunID,
 		ParentRunID:     rec.ParentRunID,
 		Pool:            rec.Request.Pool,
+		Coordinator:     rec.Owner,
 		Error:           rec.Error,
 		Resources:       make([]ResourceReport, 0, len(rec.Tasks)),
 	}

@@ -121,6 +121,7 @@ func runCoordinator(ctx context.Context, st IO, args []string) int {
 	fs.StringVar(&cfg.Name, "name", "", "coordinator name in run records and logs (default: host-pid)")
 	fs.IntVar(&cfg.MaxDepth, "max-depth", coordinator.DefaultMaxDepth, "maximum nesting of apply resources unless a run request sets its own")
 	fs.DurationVar(&cfg.TaskTimeout, "task-timeout", coordinator.DefaultTaskTimeout, "timeout of a task whose resource and request set none (queue wait plus execution)")
+	fs.DurationVar(&cfg.Lease, "lease", coordinator.DefaultLease, "how long this coordinator's claim on a run lasts without renewal; when it lapses a standby coordinator resumes the run")
 	fs.IntVar(&replicas, "replicas", 1, "replicas of manifold's streams and buckets (3 in a 3-node cluster)")
 	if code, ok := parseNone(fs, st, "coordinator", args); !ok {
 		return code
@@ -175,6 +176,7 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 		cfg          worker.Config
 		pools        listFlag
 		drainTimeout time.Duration
+		ackWait      time.Duration
 	)
 	fs := newFlags("worker", "[--server URL] [--name ID] [--pool NAME ...] [--concurrency N] [flags]", workerAbout, st.Stderr)
 	sf.register(fs)
@@ -182,18 +184,22 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 	fs.Var(&pools, "pool", "pool to take tasks of, repeatable or comma-separated (default: default)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", runtime.NumCPU(), "tasks executed at once")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "where extracted bundles are kept (default: the user's cache directory, ~/.cache/manifold)")
+	fs.DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task may go without an ack or progress signal before it is redelivered to another worker (running tasks signal progress every third of it); shared by the pool's workers, the last started sets it")
 	fs.DurationVar(&drainTimeout, "drain-timeout", 0, "on shutdown, cancel tasks still running after this long (0: wait for them)")
 	if code, ok := parseNone(fs, st, "worker", args); !ok {
 		return code
 	}
 	cfg.Pools = pools
+	if len(cfg.Pools) == 0 {
+		cfg.Pools = []string{bus.DefaultPool}
+	}
 	sf.instance = cfg.Name
 	log, cleanup, nc, err := sf.start(ctx, st, "worker", "manifold-worker")
 	if err != nil {
 		return connExit(st, "worker", err)
 	}
 	defer cleanup()
-	b, err := attachRetry(ctx, nc, log)
+	b, err := attachRetry(ctx, nc, log, bus.Config{TaskAckWait: ackWait})
 	if err != nil {
 		log.Error("cannot attach to the bus", "error", err)
 		return ExitUnavailable
@@ -242,10 +248,10 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 
 // attachRetry attaches to the bus, waiting for a coordinator to provision
 // it.
-func attachRetry(ctx context.Context, nc *nats.Conn, log *slog.Logger) (*bus.Bus, error) {
+func attachRetry(ctx context.Context, nc *nats.Conn, log *slog.Logger, cfg bus.Config) (*bus.Bus, error) {
 	warned := false
 	for {
-		b, err := bus.Attach(ctx, nc, bus.Config{})
+		b, err := bus.Attach(ctx, nc, cfg)
 		if err == nil {
 			return b, nil
 		}
