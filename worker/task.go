@@ -40,6 +40,14 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	final := context.WithoutCancel(ctx)
 	key := resultKey(task)
 
+	if !w.claim(task.MsgID(), ref) {
+		// Not acked, not nak'd: the running delivery's ack settles the
+		// message, or a later redelivery is answered from the record.
+		log.Warn("redelivered task is still running on this worker; not run twice")
+		return
+	}
+	defer w.track(task.MsgID(), ref, false)
+
 	if e, err := w.bus.Results().Get(ctx, key); err == nil {
 		var o bus.Outcome
 		if json.Unmarshal(e.Value, &o) == nil {
@@ -50,8 +58,6 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		}
 	}
 
-	w.track(task.MsgID(), ref, true)
-	defer w.track(task.MsgID(), ref, false)
 	w.metrics.started(task.Pool, d.Attempt)
 	stopProgress := w.progress(ctx, d)
 	spanCtx, span := w.tracer.Start(d.Ctx, "execute "+ref, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
@@ -118,6 +124,9 @@ func (w *Worker) progress(ctx context.Context, d *bus.Delivery) func() {
 	every := max(w.bus.Config().TaskAckWait/3, 50*time.Millisecond)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	// At once too: the AckWait clock has run since the server delivered
+	// the message, not since the work started.
+	_ = d.InProgress()
 	go func() {
 		defer close(done)
 		t := time.NewTicker(every)

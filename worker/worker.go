@@ -330,6 +330,19 @@ func (w *Worker) trackCancel(runID, id string, cancel context.CancelCauseFunc) f
 	}
 }
 
+// claim marks a task attempt as running here. It returns false when it
+// already is: the message was redelivered (AckWait passed) while the first
+// delivery still runs, and must not run a second time.
+func (w *Worker) claim(id, ref string) bool {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	if _, dup := w.running[id]; dup {
+		return false
+	}
+	w.running[id] = ref
+	return true
+}
+
 func (w *Worker) track(id, ref string, on bool) {
 	w.runMu.Lock()
 	defer w.runMu.Unlock()
