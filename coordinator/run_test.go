@@ -389,3 +389,25 @@ func TestIdempotencyKeyStartsOneRun(t *testing.T) {
 	_, err := coordinator.GetReport(t.Context(), tb.bus, second)
 	require.ErrorIs(t, err, bus.ErrNotFound)
 }
+
+// TestSlowTaskTimesOutOnTheWorker: a worker stops a task at its deadline
+// and reports why; the coordinator does not need its own expiry for it.
+func TestSlowTaskTimesOutOnTheWorker(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	dir := t.TempDir()
+	rep := tb.run(t, fmt.Sprintf(`
+resources:
+  - {type: exec, name: own, provider: shell, command: "sleep 10; touch own", cwd: %[1]q, timeout: 300ms}
+  - {type: exec, name: run-default, provider: shell, command: "sleep 10; touch default", cwd: %[1]q}
+`, dir), func(r *bus.RunRequest) { r.TaskTimeoutMS = 400 })
+	own := resource(t, rep, "exec#own")
+	require.Equal(t, "failed", own.Status)
+	require.Contains(t, own.Error, "timed out after 300ms")
+	require.Equal(t, "worker-test", own.Worker)
+	def := resource(t, rep, "exec#run-default")
+	require.Equal(t, "failed", def.Status)
+	require.Contains(t, def.Error, "timed out after 400ms")
+	require.False(t, exists(join(dir, "own")))
+	require.False(t, exists(join(dir, "default")))
+}
