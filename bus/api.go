@@ -181,6 +181,16 @@ func Attach(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 		}
 		*x.dst = &Bucket{kv: kv}
 	}
+	// Consumers must have their stream's replicas (work-queue streams
+	// refuse others): take them from the tasks stream.
+	st, err := js.Stream(ctx, StreamTasks)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			err = ErrNotFound
+		}
+		return nil, fmt.Errorf("bus: attach to stream %s: %w", StreamTasks, err)
+	}
+	b.cfg.Replicas = max(st.CachedInfo().Config.Replicas, 1)
 	// Heartbeats follow the TTL the workers bucket was provisioned with.
 	if st, err := b.workers.kv.Status(ctx); err == nil && st.TTL() > 0 {
 		b.cfg.WorkerTTL = st.TTL()
