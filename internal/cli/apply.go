@@ -42,6 +42,7 @@ type applyOpts struct {
 	concurrency           int
 	logLevel              choice
 	otlpEndpoint          string
+	jaegerURL             string
 }
 
 func runApply(ctx context.Context, st IO, args []string) int {
@@ -57,6 +58,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	fs.IntVar(&o.concurrency, "concurrency", 0, "resources executed at once by the embedded worker (default: CPUs)")
 	fs.Var(&o.logLevel, "log-level", "log level on stderr: debug, info, warn or error")
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export traces to this OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
+	jaegerURLFlag(fs, st, &o.jaegerURL)
 	var conn connFlags // --server or --context: submit to a server, as `run --follow`
 	conn.register(fs)
 	pos, err := parse(fs, args)
@@ -68,8 +70,8 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		fs.Usage()
 		return ExitInvalid
 	}
-	if o.maxDepth < 0 {
-		fmt.Fprintln(st.Stderr, "manifold apply: --max-depth must not be negative")
+	if o.maxDepth < 1 {
+		fmt.Fprintln(st.Stderr, "manifold apply: --max-depth must be at least 1 (a manifest without apply resources needs no limit)")
 		return ExitInvalid
 	}
 	path := pos[0]
@@ -100,7 +102,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	}()
 
 	if conn.explicit() {
-		return submitRemote(ctx, st, &conn, remoteRun{path: path, follow: true, output: o.output.value, timeout: o.timeout,
+		return submitRemote(ctx, st, &conn, remoteRun{path: path, follow: true, output: o.output.value, timeout: o.timeout, jaegerURL: o.jaegerURL,
 			req: bus.RunRequest{Data: o.data, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth}})
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("run did not finish within --timeout %s", o.timeout))
@@ -119,12 +121,12 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitInvalid
 	}
-	return submitAndFollow(ctx, st, eng.bus, req, o.output.value)
+	return submitAndFollow(ctx, st, eng.bus, req, followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL})
 }
 
 // submitAndFollow submits a run on the fire-and-forget subject and follows
 // it (see followRun).
-func submitAndFollow(ctx context.Context, st IO, b *bus.Bus, req bus.RunRequest, output string) int {
+func submitAndFollow(ctx context.Context, st IO, b *bus.Bus, req bus.RunRequest, fo followOpts) int {
 	// The client's span: the run's trace starts here, and the run request
 	// carries it to the coordinator in its traceparent header.
 	ctx, span := otel.Tracer("github.com/manifold-run/manifold/cli").Start(ctx, "manifold run "+req.ManifestName,
@@ -134,7 +136,7 @@ func submitAndFollow(ctx context.Context, st IO, b *bus.Bus, req bus.RunRequest,
 		fmt.Fprintf(st.Stderr, "manifold: submit run: %v\n", err)
 		return ExitUnavailable
 	}
-	return followRun(ctx, st, b, req.RunID, followOpts{noop: req.Noop, output: output})
+	return followRun(ctx, st, b, req.RunID, fo)
 }
 
 func flagExit(err error) int {

@@ -61,10 +61,14 @@ Exit 0 when the run exists, 2 when it does not, 3 on bus errors.`
 
 func runStatus(ctx context.Context, st IO, args []string) int {
 	output := choice{"text", []string{"text", "json"}}
+	var jaegerURL string
 	ctx, cancel := context.WithTimeout(ctx, remoteTimeout)
 	defer cancel()
 	b, pos, code, ok := remoteCmd(ctx, st, "status", "[--server URL] [--output json] RUN", statusAbout, args, 1,
-		func(f *flag.FlagSet) { f.Var(&output, "output", "output format: text or json (the run report)") })
+		func(f *flag.FlagSet) {
+			f.Var(&output, "output", "output format: text or json (the run report)")
+			jaegerURLFlag(f, st, &jaegerURL)
+		})
 	if !ok {
 		return code
 	}
@@ -81,11 +85,11 @@ func runStatus(ctx context.Context, st IO, args []string) int {
 		printJSON(st.Stdout, rep)
 		return ExitOK
 	}
-	printStatus(st.Stdout, rep)
+	printStatus(st.Stdout, rep, jaegerURL)
 	return ExitOK
 }
 
-func printStatus(w io.Writer, rep *coordinator.Report) {
+func printStatus(w io.Writer, rep *coordinator.Report, jaegerURL string) {
 	fmt.Fprintf(w, "run %s: %s\n", rep.RunID, rep.Status)
 	fmt.Fprintf(w, "manifest %s, pool %s", rep.Manifest, cmp.Or(rep.Pool, bus.DefaultPool))
 	if rep.Noop {
@@ -101,18 +105,11 @@ func printStatus(w io.Writer, rep *coordinator.Report) {
 	if rep.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", firstLine(rep.Error))
 	}
+	printTrace(w, rep.TraceID, jaegerURL)
 	if len(rep.Resources) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		for _, r := range rep.Resources {
-			detail := cmp.Or(r.Error, r.Message)
-			detail = firstLine(strings.TrimPrefix(detail, r.Ref+": "))
-			where := r.Worker
-			if where == "" && r.Pool != "" && !isFinal(r.Status) {
-				where = "pool " + r.Pool
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Status, r.Ref, where, detail)
-		}
+		printResources(tw, rep.Resources, "")
 		_ = tw.Flush()
 	}
 	if rep.Status.Final() {
@@ -133,6 +130,24 @@ func printStatus(w io.Writer, rep *coordinator.Report) {
 	}
 	fmt.Fprintf(w, "dispatched, waiting for a worker's outcome: %s\n", orNone(dispatched))
 	fmt.Fprintf(w, "pending, waiting for what they depend on: %s\n", orNone(pending))
+}
+
+// printResources writes one row per resource, the resources of an apply
+// resource's child run indented under it: the run tree.
+func printResources(tw io.Writer, resources []coordinator.ResourceReport, indent string) {
+	for _, r := range resources {
+		detail := cmp.Or(r.Error, r.Message)
+		detail = firstLine(strings.TrimPrefix(detail, r.Ref+": "))
+		where := r.Worker
+		if where == "" && r.Pool != "" && !isFinal(r.Status) {
+			where = "pool " + r.Pool
+		}
+		fmt.Fprintf(tw, "%s\t%s%s\t%s\t%s\n", r.Status, indent, r.Ref, where, detail)
+		if r.Child != nil {
+			fmt.Fprintf(tw, "\t%s  run %s\t\t%s\n", indent, r.Child.RunID, r.Child.Status)
+			printResources(tw, r.Child.Resources, indent+"  ")
+		}
+	}
 }
 
 func isFinal(status string) bool { return bus.TaskStatus(status).Final() }
