@@ -141,8 +141,23 @@ func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
 			continue
 		}
 		var msg jetstream.Msg
-		for m := range batch.Messages() {
-			msg = m
+	wait:
+		for {
+			select {
+			case m, ok := <-batch.Messages():
+				if !ok {
+					break wait
+				}
+				msg = m
+			case <-ctx.Done():
+				cancel()
+				if msg != nil {
+					// Taken but not handed out: let it go to another
+					// consumer at once.
+					_ = msg.Nak()
+				}
+				return nil, ctx.Err()
+			}
 		}
 		cancel()
 		if msg == nil {

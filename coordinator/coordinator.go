@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -60,7 +59,8 @@ type Config struct {
 	// owner died) another coordinator resumes the run. Defaults to 10s.
 	Lease time.Duration
 	// ScanInterval is how often a coordinator looks for runs to resume.
-	// Defaults to a fifth of Lease.
+	// Defaults to a fifth of Lease, at most a second: a run handed off by
+	// a stopping coordinator is resumed within it.
 	ScanInterval time.Duration
 }
 
@@ -75,7 +75,7 @@ func (cfg Config) WithDefaults() Config {
 	cfg.TaskTimeout = cmp.Or(cfg.TaskTimeout, DefaultTaskTimeout)
 	cfg.OutcomeGrace = cmp.Or(cfg.OutcomeGrace, DefaultOutcomeGrace)
 	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
-	cfg.ScanInterval = cmp.Or(cfg.ScanInterval, cfg.Lease/5)
+	cfg.ScanInterval = cmp.Or(cfg.ScanInterval, min(cfg.Lease/5, time.Second))
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()
 	}
@@ -150,10 +150,18 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		cancel()
 		return fmt.Errorf("coordinator: %w", err)
 	}
+	// A run cancelled by any coordinator's API wakes its loop here, so it
+	// stops at once rather than at its next outcome.
+	stopCancels, err := c.bus.SubscribeCancels(c.driving.wake)
+	if err != nil {
+		cancel()
+		stopAPI()
+		return fmt.Errorf("coordinator: %w", err)
+	}
 	c.cancel = cancel
 	c.wg.Go(func() { c.intake(ctx, cons) })
 	c.wg.Go(func() { c.recoverLoop(ctx) })
-	c.wg.Go(func() { <-ctx.Done(); stopAPI() })
+	c.wg.Go(func() { <-ctx.Done(); stopAPI(); stopCancels() })
 	return nil
 }
 
@@ -236,8 +244,7 @@ func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, 
 		return c.reject(ctx, rec, fmt.Errorf("pool: %w", err))
 	}
 	if req.IdempotencyKey != "" {
-		sum := sha256.Sum256([]byte(req.IdempotencyKey))
-		_, err := c.bus.Runs().Create(ctx, "idem."+hex.EncodeToString(sum[:16]), []byte(req.RunID))
+		_, err := c.bus.Runs().Create(ctx, idempotencyKey(req.IdempotencyKey), []byte(req.RunID))
 		if errors.Is(err, bus.ErrExists) {
 			c.log.Info("run request: idempotency key seen before, not started again", "run_id", req.RunID)
 			return nil

@@ -17,24 +17,42 @@ import (
 // looking for runs to resume list only those.
 func activeKey(runID string) string { return "active." + runID }
 
-// driving is the set of runs this coordinator drives right now.
+// driving is the set of runs this coordinator drives right now, each with
+// a channel that wakes its loop (to notice a cancellation at once).
 type driving struct {
 	mu   sync.Mutex
-	runs map[string]bool
+	runs map[string]chan struct{}
 }
 
 // claim marks runID as driven here; false if it already is.
 func (d *driving) claim(runID string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.runs[runID] {
+	if _, ok := d.runs[runID]; ok {
 		return false
 	}
 	if d.runs == nil {
-		d.runs = map[string]bool{}
+		d.runs = map[string]chan struct{}{}
 	}
-	d.runs[runID] = true
+	d.runs[runID] = make(chan struct{}, 1)
 	return true
+}
+
+// wakeup returns the wake channel of a run driven here (nil otherwise).
+func (d *driving) wakeup(runID string) chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.runs[runID]
+}
+
+// wake pokes the loop of a run driven here, if any.
+func (d *driving) wake(runID string) {
+	if ch := d.wakeup(runID); ch != nil {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (d *driving) release(runID string) {
@@ -79,7 +97,7 @@ func (c *Coordinator) recoverOnce(ctx context.Context) {
 // drives it on.
 func (c *Coordinator) tryResume(ctx context.Context, runID string) error {
 	c.driving.mu.Lock()
-	busy := c.driving.runs[runID]
+	_, busy := c.driving.runs[runID]
 	c.driving.mu.Unlock()
 	if busy {
 		return nil

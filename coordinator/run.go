@@ -120,10 +120,12 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	wake := r.c.driving.wakeup(rec.RunID)
 	for !r.done() {
 		timer.Reset(r.nextDeadline())
 		var acks []*bus.Delivery
 		select {
+		case <-wake: // cancelled elsewhere: the next write finds out
 		case <-ctx.Done():
 			r.handOff()
 			return
@@ -493,7 +495,7 @@ func (r *run) done() bool {
 // record could not be written, or another coordinator owns it now.
 func (r *run) commit(ctx context.Context) bool {
 	if err := r.write(ctx); err != nil {
-		r.log.Error("run record not written; leaving the run for recovery", "error", err)
+		r.leave(ctx, err)
 		return false
 	}
 	for k, task := range r.tasks {
@@ -510,18 +512,61 @@ func (r *run) commit(ctx context.Context) bool {
 	return true
 }
 
+// leave stops driving the run after its record could not be written,
+// saying why: it was cancelled, another coordinator took it over, or the
+// bus failed (then the lease lapses and a coordinator resumes it).
+func (r *run) leave(ctx context.Context, err error) {
+	if !errors.Is(err, bus.ErrRevisionMismatch) {
+		r.log.Error("run record not written; leaving the run for recovery", "error", err)
+		return
+	}
+	rec, _, lerr := loadRecord(ctx, r.c.bus.Runs(), r.rec.RunID)
+	switch {
+	case lerr != nil:
+		r.log.Error("run record changed under this coordinator and cannot be read", "error", lerr)
+	case rec.Status == RunCancelled:
+		r.log.Info("run cancelled: stopped driving it")
+		r.span.SetAttributes(attribute.String("manifold.status", string(RunCancelled)))
+		if derr := r.c.bus.DeleteOutcomeConsumer(context.WithoutCancel(ctx), rec.RunID); derr != nil {
+			r.log.Warn("outcome consumer not removed (it expires when idle)", "error", derr)
+		}
+		r.deactivate(ctx)
+	default:
+		r.log.Info("run taken over by another coordinator", "owner", rec.Owner)
+	}
+}
+
+// writeRetryDelay is the pause between attempts of a run record write
+// that got no answer.
+const writeRetryDelay = 200 * time.Millisecond
+
 func (r *run) write(ctx context.Context) error {
+	held := r.rec.LeaseUntil // the claim this write renews
 	r.rec.LeaseUntil = time.Now().Add(r.c.cfg.Lease).UTC()
 	data, err := json.Marshal(r.rec)
 	if err != nil {
 		return err
 	}
-	rev, err := r.c.bus.Runs().Update(ctx, runKey(r.rec.RunID), data, r.rev)
-	if err != nil {
-		return err
+	for {
+		rev, err := r.c.bus.Runs().Update(ctx, runKey(r.rec.RunID), data, r.rev)
+		if err == nil {
+			r.rev = rev
+			return nil
+		}
+		// A cluster that lost a node answers nothing while it elects a
+		// stream leader: try again while the claim holds. A revision
+		// mismatch is final (another owner, or a write whose reply was
+		// lost landed: recovery resumes the run).
+		if errors.Is(err, bus.ErrRevisionMismatch) || time.Now().Add(writeRetryDelay).After(held) {
+			return err
+		}
+		r.log.Warn("run record not written, retrying", "error", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(writeRetryDelay):
+		}
 	}
-	r.rev = rev
-	return nil
 }
 
 // finish ends a run whose tasks have all ended.

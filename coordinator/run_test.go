@@ -398,16 +398,18 @@ func TestSlowTaskTimesOutOnTheWorker(t *testing.T) {
 	dir := t.TempDir()
 	rep := tb.run(t, fmt.Sprintf(`
 resources:
-  - {type: exec, name: own, provider: shell, command: "sleep 10; touch own", cwd: %[1]q, timeout: 300ms}
+  - {type: exec, name: own, provider: shell, command: "sleep 10; touch own", cwd: %[1]q, timeout: 1500ms}
   - {type: exec, name: run-default, provider: shell, command: "sleep 10; touch default", cwd: %[1]q}
-`, dir), func(r *bus.RunRequest) { r.TaskTimeoutMS = 400 })
+`, dir), func(r *bus.RunRequest) { r.TaskTimeoutMS = 1600 })
+	// Timeouts long enough that a loaded machine (-race, parallel tests)
+	// still hands the task to the worker before its deadline.
 	own := resource(t, rep, "exec#own")
 	require.Equal(t, "failed", own.Status)
-	require.Contains(t, own.Error, "timed out after 300ms")
+	require.Contains(t, own.Error, "timed out after 1.5s")
 	require.Equal(t, "worker-test", own.Worker)
 	def := resource(t, rep, "exec#run-default")
 	require.Equal(t, "failed", def.Status)
-	require.Contains(t, def.Error, "timed out after 400ms")
+	require.Contains(t, def.Error, "timed out after 1.6s")
 	require.False(t, exists(join(dir, "own")))
 	require.False(t, exists(join(dir, "default")))
 }

@@ -49,13 +49,24 @@ func (w *Worker) workDir(ctx context.Context, task bus.Task) (string, func(), er
 	}
 	dir := filepath.Join(w.cfg.CacheDir, "bundles", task.Bundle)
 	if _, err := os.Stat(dir); err != nil {
-		tmp := dir + ".tmp"
-		os.RemoveAll(tmp)
+		// Workers sharing a cache directory may extract the same bundle at
+		// once: each into its own temporary directory, and the first
+		// rename wins (bundles are immutable, so any copy will do).
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return "", nothing, err
+		}
+		tmp, err := os.MkdirTemp(filepath.Dir(dir), task.Bundle+".tmp-")
+		if err != nil {
+			return "", nothing, err
+		}
+		defer os.RemoveAll(tmp)
 		if err := w.extract(ctx, task.Bundle, tmp); err != nil {
 			return "", nothing, err
 		}
 		if err := os.Rename(tmp, dir); err != nil {
-			return "", nothing, fmt.Errorf("bundle %s: %w", task.Bundle, err)
+			if _, serr := os.Stat(dir); serr != nil {
+				return "", nothing, fmt.Errorf("bundle %s: %w", task.Bundle, err)
+			}
 		}
 	}
 	if w.bundles.ready == nil {
