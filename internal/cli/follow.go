@@ -18,6 +18,8 @@ type followOpts struct {
 	output string
 	// quiet prints no progress lines, only the summary (text).
 	quiet bool
+	// jaegerURL links the trace in the summary (text).
+	jaegerURL string
 }
 
 // followRun follows a submitted run to its end, printing progress lines
@@ -26,7 +28,7 @@ type followOpts struct {
 // failed, 2 the run was rejected as invalid, 3 anything else (cancelled,
 // bus error, timeout, interrupted).
 func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpts) int {
-	p := &progressPrinter{w: st.Stdout, quiet: o.quiet || o.output == "json", noop: o.noop}
+	p := &progressPrinter{w: st.Stdout, quiet: o.quiet || o.output == "json", noop: o.noop, jaegerURL: o.jaegerURL}
 	rejected := false
 	err := b.FollowEvents(ctx, runID, func(ev bus.Event) bool {
 		if ev.Kind == bus.EventRunRejected && ev.RunID == runID {

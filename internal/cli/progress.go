@@ -16,6 +16,8 @@ type progressPrinter struct {
 	w     io.Writer
 	quiet bool
 	noop  bool
+	// jaegerURL, when set, links the trace in the summary.
+	jaegerURL string
 }
 
 func (p *progressPrinter) event(ev bus.Event) {
@@ -60,9 +62,7 @@ func (p *progressPrinter) summary(rep *coordinator.Report) {
 	}
 	fmt.Fprintf(p.w, "run %s %s in %s: %d resources, %d %s, %d stable, %d failed, %d skipped\n",
 		rep.RunID, rep.Status, fmtMS(rep.DurationMS), c.Total, c.Changed, changed, c.Stable, c.Failed, c.Skipped)
-	if rep.TraceID != "" {
-		fmt.Fprintf(p.w, "trace %s\n", rep.TraceID)
-	}
+	printTrace(p.w, rep.TraceID, p.jaegerURL)
 }
 
 func fmtMS(ms int64) string {

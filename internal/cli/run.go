@@ -6,8 +6,13 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
+	"github.com/manifold-run/manifold/internal/telemetry"
 	"github.com/manifold-run/manifold/schemas"
 )
 
@@ -32,6 +37,7 @@ type remoteRun struct {
 	output         string
 	timeout        time.Duration
 	idempotencyKey string
+	jaegerURL      string
 }
 
 func runRun(ctx context.Context, st IO, args []string) int {
@@ -45,6 +51,7 @@ func runRun(ctx context.Context, st IO, args []string) int {
 		noop    bool
 		hcOnly  bool
 		maxDpth int
+		otlp    string
 	)
 	fs := newFlags("run", "[--server URL] [flags] MANIFEST", runAbout, st.Stderr)
 	conn.register(fs)
@@ -59,6 +66,8 @@ func runRun(ctx context.Context, st IO, args []string) int {
 	fs.DurationVar(&rr.timeout, "timeout", time.Hour, "stop waiting after this long (exit 3); the run goes on")
 	fs.IntVar(&maxDpth, "max-depth", 0, "maximum nesting of apply resources (default: the coordinator's)")
 	fs.DurationVar(&taskTO, "task-timeout", 0, "timeout of tasks whose resource sets none (default: the coordinator's)")
+	fs.StringVar(&otlp, "otlp-endpoint", "", "export traces to this OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
+	jaegerURLFlag(fs, st, &rr.jaegerURL)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return flagExit(err)
@@ -84,6 +93,16 @@ func runRun(ctx context.Context, st IO, args []string) int {
 	if code, ok := validateLocal(st, "run", rr.path, data); !ok {
 		return code
 	}
+	shutdown, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "manifold-cli", Endpoint: otlp})
+	if err != nil {
+		fmt.Fprintf(st.Stderr, "manifold run: %v\n", err)
+		return ExitInvalid
+	}
+	defer func() {
+		if err := shutdown(context.Background()); err != nil {
+			fmt.Fprintf(st.Stderr, "manifold run: traces not flushed: %v\n", err)
+		}
+	}()
 	return submitRemote(ctx, st, &conn, rr)
 }
 
@@ -117,6 +136,11 @@ func submitRemote(ctx context.Context, st IO, conn *connFlags, rr remoteRun) int
 	defer b.Conn().Close()
 	req := rr.req
 	req.RunID, req.IdempotencyKey = coordinator.NewRunID(), rr.idempotencyKey
+	// The client's span, as in submitAndFollow: the runs.submit request
+	// carries it to the coordinator.
+	ctx, span := otel.Tracer("github.com/manifold-run/manifold/cli").Start(ctx, "manifold run "+rr.path,
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attribute.String("manifold.run_id", req.RunID)))
+	defer span.End()
 	if err := uploadBundle(ctx, b, &req, rr.path, false); err != nil {
 		fmt.Fprintf(st.Stderr, "manifold run: %v\n", err)
 		return ExitInvalid // as apply: mostly a file the manifest references is missing
@@ -135,5 +159,5 @@ func submitRemote(ctx context.Context, st IO, conn *connFlags, rr remoteRun) int
 	if rr.follow && rr.output != "json" {
 		fmt.Fprintf(st.Stdout, "run %s submitted\n", reply.RunID)
 	}
-	return followRun(ctx, st, b, reply.RunID, followOpts{noop: req.Noop, output: rr.output, quiet: !rr.follow})
+	return followRun(ctx, st, b, reply.RunID, followOpts{noop: req.Noop, output: rr.output, quiet: !rr.follow, jaegerURL: rr.jaegerURL})
 }
