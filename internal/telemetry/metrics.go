@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/resource"
 )
 
 // MetricsConfig says where metrics go. With neither a listener nor an
@@ -50,14 +49,9 @@ type Metrics struct {
 // SetupMetrics installs a global meter provider exporting to Prometheus
 // and/or OTLP.
 func SetupMetrics(ctx context.Context, cfg MetricsConfig) (*Metrics, error) {
-	host, _ := os.Hostname()
-	attrs := append([]attribute.KeyValue{
-		attribute.String("service.name", cmp.Or(cfg.ServiceName, "manifold")),
-		attribute.String("host.name", host),
-	}, cfg.Attributes...)
-	res, err := resource.New(ctx, resource.WithAttributes(attrs...), resource.WithFromEnv())
-	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
-		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	res, err := newResource(ctx, cfg.ServiceName, cfg.Attributes)
+	if err != nil {
+		return nil, err
 	}
 	opts := []sdkmetric.Option{sdkmetric.WithResource(res)}
 	m := &Metrics{}

@@ -45,14 +45,9 @@ type Config struct {
 // (5s when it has none).
 func Setup(ctx context.Context, cfg Config) (shutdown func(context.Context) error, err error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	host, _ := os.Hostname()
-	attrs := append([]attribute.KeyValue{
-		attribute.String("service.name", cmp.Or(cfg.ServiceName, "manifold")),
-		attribute.String("host.name", host),
-	}, cfg.Attributes...)
-	res, err := resource.New(ctx, resource.WithAttributes(attrs...), resource.WithFromEnv())
-	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
-		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	res, err := newResource(ctx, cfg.ServiceName, cfg.Attributes)
+	if err != nil {
+		return nil, err
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	exp := cfg.Exporter
@@ -75,6 +70,22 @@ func Setup(ctx context.Context, cfg Config) (shutdown func(context.Context) erro
 		}
 		return tp.Shutdown(ctx)
 	}, nil
+}
+
+// newResource describes this process: service name (OTEL_SERVICE_NAME
+// wins: WithFromEnv comes last), host name, the given attributes and
+// OTEL_RESOURCE_ATTRIBUTES.
+func newResource(ctx context.Context, service string, extra []attribute.KeyValue) (*resource.Resource, error) {
+	host, _ := os.Hostname()
+	attrs := append([]attribute.KeyValue{
+		attribute.String("service.name", cmp.Or(service, "manifold")),
+		attribute.String("host.name", host),
+	}, extra...)
+	res, err := resource.New(ctx, resource.WithAttributes(attrs...), resource.WithFromEnv())
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	return res, nil
 }
 
 func otlpExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error) {
