@@ -90,6 +90,16 @@ func (b *Bus) TaskConsumer(ctx context.Context, pool string) (*Consumer, error) 
 	return b.consumer(ctx, StreamTasks, "tasks-"+pool, TaskSubject(pool), ConsumerOpts{})
 }
 
+// PinnedTaskConsumer binds to the consumer of the pool only the named
+// worker takes; it goes away an hour after its worker is gone.
+func (b *Bus) PinnedTaskConsumer(ctx context.Context, worker string) (*Consumer, error) {
+	pool := PinnedPool(worker)
+	if err := ValidToken(pool); err != nil {
+		return nil, fmt.Errorf("bus: worker name: %w", err)
+	}
+	return b.consumer(ctx, StreamTasks, "tasks-"+pool, TaskSubject(pool), ConsumerOpts{InactiveThreshold: time.Hour})
+}
+
 // RunRequestConsumer binds to the durable consumer of run requests shared
 // by all coordinators.
 func (b *Bus) RunRequestConsumer(ctx context.Context) (*Consumer, error) {

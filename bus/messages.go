@@ -45,6 +45,12 @@ type RunRequest struct {
 	// Pool is the default worker pool of the run's tasks. Defaults to
 	// "default".
 	Pool string `json:"pool,omitempty"`
+	// EachWorker runs the manifest once per live worker of Pool, each as a
+	// child run pinned to that worker; the run's report aggregates them.
+	EachWorker bool `json:"each_worker,omitempty"`
+	// PinWorker sends every task of the run (and of its child runs) to
+	// that worker alone, whatever the resources' targets.
+	PinWorker string `json:"pin_worker,omitempty"`
 	// MaxDepth limits nested apply runs; zero means the coordinator's.
 	MaxDepth int `json:"max_depth,omitempty"`
 	// TaskTimeout bounds each task without a timeout of its own, in

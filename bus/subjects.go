@@ -43,6 +43,13 @@ const (
 	BucketBundles = "manifold-bundles"
 )
 
+// PinnedPoolPrefix starts the name of the pool each worker takes alone:
+// "worker-<name>". Runs pinned to a worker (fleet fan-out) use it.
+const PinnedPoolPrefix = "worker-"
+
+// PinnedPool returns the pool only the named worker takes tasks of.
+func PinnedPool(worker string) string { return PinnedPoolPrefix + worker }
+
 // TaskSubject returns the task subject of a worker pool.
 func TaskSubject(pool string) string { return "manifold.tasks." + token(pool) }
 

@@ -101,6 +101,7 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 		RunID: childRunID(rec.RunID, i, t.Attempt), Bundle: rec.Request.Bundle, Entry: entry, ManifestName: entry,
 		WorkDir: rec.Request.WorkDir, Data: rec.Request.Data, Noop: child.Noop, HealthCheckOnly: child.HealthCheckOnly,
 		Pool: rec.Request.Pool, MaxDepth: maxDepth, TaskTimeoutMS: rec.Request.TaskTimeoutMS,
+		PinWorker: rec.Request.PinWorker,
 	}
 	t.Child = req.RunID
 	r.c.metrics.depth.Record(ctx, int64(child.Depth))

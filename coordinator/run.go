@@ -85,6 +85,9 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 		for i, res := range plan.Manifest.Resources {
 			rec.Tasks[i] = &taskState{Ref: res.Ref(), Type: res.Type, Name: res.Name, Alias: res.Alias,
 				Pool: cmp.Or(res.Target, rec.Request.Pool), Status: bus.TaskPending}
+			if rec.Request.PinWorker != "" {
+				rec.Tasks[i].Pool = bus.PinnedPool(rec.Request.PinWorker)
+			}
 		}
 		r.events = append(r.events, bus.Event{Kind: bus.EventRunStarted, Total: len(rec.Tasks)})
 		r.log.Info("run started", "resources", len(rec.Tasks), "noop", rec.Request.Noop)
@@ -162,6 +165,9 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 // enforces allow_apply for child runs and prepares the plan.
 func (r *run) load(ctx context.Context) (*Plan, error) {
 	rec, req := r.rec, r.rec.Request
+	if req.EachWorker {
+		return r.fanOutPlan(ctx)
+	}
 	var src []byte
 	name := rec.Manifest
 	switch {
@@ -300,7 +306,7 @@ func (r *run) dispatch(ctx context.Context, i int) {
 		// The child run's own tasks have deadlines; the apply waits for
 		// the child, however long it takes.
 		t.Deadline = time.Time{}
-		r.startChild(ctx, spanCtx, i)
+		r.startApply(ctx, spanCtx, i)
 		return
 	}
 	r.tasks = append(r.tasks, r.task(i))
@@ -352,7 +358,7 @@ func (r *run) redispatch(ctx, spanCtx context.Context) {
 					continue // the child run is there; its outcome will come
 				}
 			}
-			r.startChild(ctx, taskCtx, i)
+			r.startApply(ctx, taskCtx, i)
 			continue
 		}
 		r.tasks = append(r.tasks, r.task(i))

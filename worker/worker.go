@@ -91,8 +91,8 @@ func (cfg Config) validate() error {
 	if cfg.Concurrency < 1 {
 		return fmt.Errorf("worker: concurrency %d must be at least 1", cfg.Concurrency)
 	}
-	if err := bus.ValidToken(cfg.Name); err != nil {
-		return fmt.Errorf("worker: name: %w", err)
+	if err := bus.ValidToken(bus.PinnedPool(cfg.Name)); err != nil {
+		return fmt.Errorf("worker: name (it also names the worker's own pool %q): %w", bus.PinnedPool(cfg.Name), err)
 	}
 	for _, p := range cfg.Pools {
 		if err := bus.ValidToken(p); err != nil {
@@ -163,7 +163,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.cancel != nil || w.stopped {
 		return errors.New("worker: already started")
 	}
-	consumers := make([]*bus.Consumer, 0, len(w.cfg.Pools))
+	consumers := make([]*bus.Consumer, 0, len(w.cfg.Pools)+1)
 	for _, pool := range w.cfg.Pools {
 		c, err := w.bus.TaskConsumer(ctx, pool)
 		if err != nil {
@@ -171,6 +171,13 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 		consumers = append(consumers, c)
 	}
+	// Its own pool, for runs pinned to this worker (fleet fan-out).
+	pinned, err := w.bus.PinnedTaskConsumer(ctx, w.cfg.Name)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	consumers = append(consumers, pinned)
+	pools := append(append([]string(nil), w.cfg.Pools...), bus.PinnedPool(w.cfg.Name))
 	if err := w.register(ctx); err != nil {
 		return err
 	}
@@ -184,7 +191,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.cancel, w.kill = cancel, kill
 	stopOnParent := context.AfterFunc(ctx, func() { cancel(errStopping); kill(errStopping) })
 	for i, c := range consumers {
-		w.wg.Go(func() { w.take(takeCtx, killCtx, w.cfg.Pools[i], c) })
+		w.wg.Go(func() { w.take(takeCtx, killCtx, pools[i], c) })
 	}
 	w.wg.Go(func() { w.heartbeat(takeCtx) })
 	w.wg.Go(func() { <-takeCtx.Done(); stopOnParent() })

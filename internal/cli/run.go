@@ -42,16 +42,17 @@ type remoteRun struct {
 
 func runRun(ctx context.Context, st IO, args []string) int {
 	var (
-		conn    connFlags
-		rr      remoteRun
-		data    = dataFlags{}
-		output  = choice{"text", []string{"text", "json"}}
-		pool    string
-		taskTO  time.Duration
-		noop    bool
-		hcOnly  bool
-		maxDpth int
-		otlp    string
+		conn       connFlags
+		rr         remoteRun
+		data       = dataFlags{}
+		output     = choice{"text", []string{"text", "json"}}
+		pool       string
+		taskTO     time.Duration
+		noop       bool
+		hcOnly     bool
+		eachWorker bool
+		maxDpth    int
+		otlp       string
 	)
 	fs := newFlags("run", "[--server URL] [flags] MANIFEST", runAbout, st.Stderr)
 	conn.register(fs)
@@ -62,6 +63,7 @@ func runRun(ctx context.Context, st IO, args []string) int {
 	fs.BoolVar(&noop, "noop", false, "report what would change without changing anything")
 	fs.BoolVar(&hcOnly, "health-check-only", false, "run health checks only")
 	fs.StringVar(&pool, "pool", "", "worker pool of resources that name no target (default: default)")
+	fs.BoolVar(&eachWorker, "each-worker", false, "run the manifest once on every live worker of --pool, each as a child run pinned to that worker")
 	fs.StringVar(&rr.idempotencyKey, "idempotency-key", "", "the same key never starts two runs: a repeat gets the first run's ID")
 	fs.DurationVar(&rr.timeout, "timeout", time.Hour, "stop waiting after this long (exit 3); the run goes on")
 	fs.IntVar(&maxDpth, "max-depth", 0, "maximum nesting of apply resources (default: the coordinator's)")
@@ -89,7 +91,7 @@ func runRun(ctx context.Context, st IO, args []string) int {
 	}
 	rr.path, rr.output = pos[0], output.value
 	rr.req = bus.RunRequest{Data: data, Noop: noop, HealthCheckOnly: hcOnly, Pool: pool, MaxDepth: maxDpth,
-		TaskTimeoutMS: taskTO.Milliseconds()}
+		TaskTimeoutMS: taskTO.Milliseconds(), EachWorker: eachWorker}
 	if code, ok := validateLocal(st, "run", rr.path, data); !ok {
 		return code
 	}

@@ -1,0 +1,92 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/schemas"
+)
+
+// registration is what the coordinator reads of a worker's entry in the
+// workers bucket.
+type registration struct {
+	Name  string   `json:"name"`
+	Pools []string `json:"pools"`
+}
+
+// liveWorkers returns the names of the live workers of pool, sorted.
+func liveWorkers(ctx context.Context, b *bus.Bus, pool string) ([]string, error) {
+	keys, err := b.Workers().Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, k := range keys {
+		e, err := b.Workers().Get(ctx, k)
+		if err != nil {
+			continue // expired meanwhile
+		}
+		var reg registration
+		if json.Unmarshal(e.Value, &reg) == nil && slices.Contains(reg.Pools, pool) {
+			names = append(names, reg.Name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// fanOutPlan is the plan of an each-worker run: one child run of the
+// manifest per live worker of the run's pool, pinned to that worker, all
+// at once. Each child is an apply-like task named after its worker.
+func (r *run) fanOutPlan(ctx context.Context) (*Plan, error) {
+	pool := r.rec.Request.Pool
+	workers, err := liveWorkers(ctx, r.c.bus, pool)
+	if err != nil {
+		return nil, fmt.Errorf("each worker: list workers: %w", err)
+	}
+	if len(workers) == 0 {
+		return nil, fmt.Errorf("each worker: no live worker in pool %q", pool)
+	}
+	m := &schemas.Manifest{Path: r.rec.Manifest, Ordering: schemas.OrderingGraph}
+	for _, w := range workers {
+		m.Resources = append(m.Resources, schemas.Resource{Type: "apply", Name: w})
+	}
+	p := &Plan{Manifest: m, Data: r.rec.Request.Data, Requires: make([][]int, len(workers)),
+		Subscribes: make([][]int, len(workers)), After: make([]int, len(workers)),
+		External: map[int][]string{}, ExternalSubscribes: map[int][]string{}}
+	for i := range p.After {
+		p.After[i] = -1
+	}
+	return p, nil
+}
+
+// startApply starts the child run of task i: a child manifest for an
+// apply resource, the whole manifest on one worker for an each-worker run.
+func (r *run) startApply(ctx, spanCtx context.Context, i int) {
+	if r.rec.Request.EachWorker {
+		r.startPinnedChild(ctx, spanCtx, i)
+		return
+	}
+	r.startChild(ctx, spanCtx, i)
+}
+
+// startPinnedChild starts the child run of an each-worker run's task i:
+// the whole manifest, pinned to worker res.Name.
+func (r *run) startPinnedChild(ctx, spanCtx context.Context, i int) {
+	rec, t := r.rec, r.rec.Tasks[i]
+	worker := r.plan.Manifest.Resources[i].Name
+	req := rec.Request
+	req.RunID, req.IdempotencyKey, req.EachWorker, req.PinWorker = childRunID(rec.RunID, i, t.Attempt), "", false, worker
+	t.Child = req.RunID
+	err := r.c.accept(ctx, spanCtx, req, &childOf{
+		parent: rec, task: i, attempt: t.Attempt, depth: rec.Depth + 1, name: rec.Manifest + "@" + worker,
+		chain: r.chain(), maxDepth: rec.MaxDepth,
+	})
+	if err != nil {
+		t.Child = ""
+		r.settle(i, bus.TaskFailed, "", fmt.Sprintf("worker %s: start child run: %v", worker, err))
+	}
+}
