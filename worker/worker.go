@@ -234,23 +234,53 @@ func (w *Worker) stop(hard bool) {
 // take pulls tasks of one pool while slots are free.
 func (w *Worker) take(takeCtx, killCtx context.Context, pool string, c *bus.Consumer) {
 	for {
+		// Wait for capacity, without holding it while this pool is idle:
+		// a worker of several pools (its own pool included) must not let
+		// an idle pool's fetch starve the others.
 		select {
 		case w.slots <- struct{}{}:
+			<-w.slots
 		case <-takeCtx.Done():
 			return
 		}
 		d, err := c.Next(takeCtx)
 		if err != nil {
-			<-w.slots
 			if takeCtx.Err() == nil {
 				w.log.Error("task consumer stopped", "pool", pool, "error", err)
 			}
+			return
+		}
+		if !w.reserve(takeCtx, d) {
+			_ = d.Nak(0) // stopping: let another worker have it now
 			return
 		}
 		w.tasksWG.Go(func() {
 			defer func() { <-w.slots }()
 			w.handle(killCtx, d)
 		})
+	}
+}
+
+// reserve takes a slot for a delivered task. Another pool may have filled
+// the slots since the capacity check: the task then waits here, kept from
+// redelivery by progress signals. At most one task per pool waits so.
+func (w *Worker) reserve(ctx context.Context, d *bus.Delivery) bool {
+	select {
+	case w.slots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTicker(max(w.bus.Config().TaskAckWait/3, 50*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case w.slots <- struct{}{}:
+			return true
+		case <-t.C:
+			_ = d.InProgress()
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
