@@ -76,7 +76,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	c, err := coordinator.New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, c.Start(ctx))
-	t.Cleanup(c.Stop)
+	t.Cleanup(func() { within(t, "coordinator Stop", c.Stop) })
 	tb.coord = c
 
 	if !o.noWorker {
@@ -84,10 +84,23 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 			Concurrency: max(o.concurrency, 2), Logger: testLogger(t), TracerProvider: tp})
 		require.NoError(t, err)
 		require.NoError(t, w.Start(ctx))
-		t.Cleanup(w.Kill)
+		t.Cleanup(func() { within(t, "worker Kill", w.Kill) })
 		tb.worker = w
 	}
 	return tb
+}
+
+// within runs a blocking call (Stop, Kill) and fails the test if it does
+// not return within runDeadline, rather than hanging the test binary.
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(runDeadline):
+		t.Fatalf("%s did not return within %s", what, runDeadline)
+	}
 }
 
 // submit submits a manifest as a run and returns its run ID.

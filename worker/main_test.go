@@ -67,8 +67,21 @@ func (tb *testBundle) start(t *testing.T, cfg worker.Config) *worker.Worker {
 	w, err := worker.New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, w.Start(t.Context()))
-	t.Cleanup(w.Kill)
+	t.Cleanup(func() { within(t, "Kill", w.Kill) })
 	return w
+}
+
+// within runs a blocking call (Stop, Kill) and fails the test if it does
+// not return before the deadline, rather than hanging the test binary.
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(waitDeadline):
+		t.Fatalf("%s did not return within %s", what, waitDeadline)
+	}
 }
 
 // task returns a task of the test's run for res.

@@ -228,7 +228,7 @@ func TestMalformedTaskIsTerminated(t *testing.T) {
 	require.True(t, exists(filepath.Join(dir, "ok")))
 
 	// Nothing is left for redelivery: past AckWait the queue is empty.
-	w.Stop()
+	within(t, "Stop", w.Stop)
 	c, err := tb.bus.TaskConsumer(t.Context(), bus.DefaultPool)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
@@ -253,14 +253,14 @@ func TestStopDrainsRunningTask(t *testing.T) {
 
 	tb.publish(t, tb.task(0, shell("drain", dir, "touch started; sleep 0.5; touch done")))
 	eventually(t, "the task to start", func() bool { return exists(filepath.Join(dir, "started")) })
-	w.Stop()
+	within(t, "Stop", w.Stop)
 	require.True(t, exists(filepath.Join(dir, "done")), "Stop returned before the running task finished")
 	o := tb.next(t)
 	require.Equal(t, bus.TaskChanged, o.Status, "%+v", o)
 	_, err = tb.bus.Workers().Get(t.Context(), "draining")
 	require.ErrorIs(t, err, bus.ErrNotFound)
-	w.Stop() // idempotent
-	w.Kill()
+	within(t, "Stop again", w.Stop) // idempotent
+	within(t, "Kill after Stop", w.Kill)
 }
 
 // TestKillCancelsRunningTask: Kill kills the running command's processes.
@@ -280,9 +280,7 @@ func TestKillCancelsRunningTask(t *testing.T) {
 	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
 	require.NoError(t, err)
 
-	start := time.Now()
-	w.Kill()
-	require.Less(t, time.Since(start), 10*time.Second)
+	within(t, "Kill", w.Kill)
 	eventually(t, "the command's child to be killed", func() bool {
 		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 	})
@@ -318,11 +316,13 @@ func TestTaskIsCancelledAtItsDeadline(t *testing.T) {
 	tb.start(t, worker.Config{})
 	dir := t.TempDir()
 	task := tb.task(0, shell("slow", dir, "sleep 10; touch ran"))
-	task.TimeoutMS, task.Deadline = 300, time.Now().Add(300*time.Millisecond)
+	// Long enough that a loaded machine still hands the task over before
+	// its deadline.
+	task.TimeoutMS, task.Deadline = 1000, time.Now().Add(time.Second)
 	tb.publish(t, task)
 	o := tb.next(t)
 	require.Equal(t, bus.TaskFailed, o.Status)
-	require.Contains(t, o.Error, "timed out after 300ms")
+	require.Contains(t, o.Error, "timed out after 1s")
 	require.Less(t, o.DurationMS, int64(5000))
 	require.False(t, exists(filepath.Join(dir, "ran")))
 }
