@@ -33,7 +33,7 @@ func (b *Bucket) Get(ctx context.Context, key string) (Entry, error) {
 // Create stores key only if it does not exist (ErrExists otherwise) and
 // returns the new revision.
 func (b *Bucket) Create(ctx context.Context, key string, value []byte) (uint64, error) {
-	rev, err := b.kv.Create(ctx, key, value)
+	rev, err := retryNoLeader(ctx, func() (uint64, error) { return b.kv.Create(ctx, key, value) })
 	if err != nil {
 		return 0, b.translate("create", key, err)
 	}
@@ -43,7 +43,7 @@ func (b *Bucket) Create(ctx context.Context, key string, value []byte) (uint64, 
 // Update stores key only if its revision is still rev (compare and swap);
 // ErrRevisionMismatch otherwise.
 func (b *Bucket) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
-	rev, err := b.kv.Update(ctx, key, value, rev)
+	rev, err := retryNoLeader(ctx, func() (uint64, error) { return b.kv.Update(ctx, key, value, rev) })
 	if err != nil {
 		return 0, b.translate("update", key, err)
 	}
@@ -52,7 +52,7 @@ func (b *Bucket) Update(ctx context.Context, key string, value []byte, rev uint6
 
 // Put stores key unconditionally.
 func (b *Bucket) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	rev, err := b.kv.Put(ctx, key, value)
+	rev, err := retryNoLeader(ctx, func() (uint64, error) { return b.kv.Put(ctx, key, value) })
 	if err != nil {
 		return 0, b.translate("put", key, err)
 	}

@@ -176,7 +176,7 @@ func (b *Bus) publish(ctx context.Context, subject, msgID string, v any) error {
 	msg := nats.NewMsg(subject)
 	msg.Data = data
 	InjectTrace(ctx, msg.Header)
-	var opts []jetstream.PublishOpt
+	opts := []jetstream.PublishOpt{jetstream.WithRetryAttempts(int(noLeaderWait / noLeaderRetry)), jetstream.WithRetryWait(noLeaderRetry)}
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))
 	}

@@ -35,7 +35,7 @@ func (d *Delivery) Subject() string { return d.msg.Subject() }
 
 // Ack acknowledges the message and waits for the server to confirm.
 func (d *Delivery) Ack(ctx context.Context) error {
-	if err := d.msg.DoubleAck(ctx); err != nil {
+	if _, err := retryNoLeader(ctx, func() (struct{}, error) { return struct{}{}, d.msg.DoubleAck(ctx) }); err != nil {
 		return fmt.Errorf("bus: ack: %w", err)
 	}
 	return nil

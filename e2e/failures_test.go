@@ -20,10 +20,11 @@ import (
 // server(s), so they run in parallel.
 //
 // Item 2 (a redelivered task whose outcome was recorded is answered from
-// the record) cannot be made deterministic with processes: the redelivery
-// must reach a worker after the outcome is recorded but before the ack
-// lands. worker/worker_test.go TestRedeliveredFinishedTaskIsAnsweredFromItsRecord
-// covers it against real JetStream by publishing the same attempt again.
+// the record): a JetStream redelivery of a finished task needs the ack to
+// be lost after the outcome was recorded, which processes cannot time.
+// TestFailureFinishedTaskDeliveredAgain delivers the same task attempt
+// again instead (as worker/worker_test.go
+// TestRedeliveredFinishedTaskIsAnsweredFromItsRecord does in process).
 
 // failCluster is a deployment of separate processes for failure tests:
 // one or more servers, coordinators and workers started by the test.
@@ -502,4 +503,72 @@ func TestFailurePoisonTasks(t *testing.T) {
 		_ = json.Unmarshal(msg.Data, &info)
 		return info.State.Messages == 0, string(msg.Data)
 	})
+}
+
+// TestFailureFinishedTaskDeliveredAgain: a task attempt delivered again
+// after it finished (the same message published anew) is answered from the
+// worker's recorded outcome, not executed twice.
+func TestFailureFinishedTaskDeliveredAgain(t *testing.T) {
+	t.Parallel()
+	c := failStart(t, 1)
+	c.coordinator(t, "coord-1")
+	w := c.worker(t, "w1", "default")
+	// Core NATS subscribers see what is published to the stream's subject.
+	tasks := make(chan *nats.Msg, 16)
+	sub, err := c.nc.ChanSubscribe("manifold.tasks.default", tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := c.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "once.log")
+	m := writeFile(t, dir, "once.yaml", "resources:\n  - {type: exec, name: once, command: \"/bin/sh -c 'echo ran >> "+marker+"'\"}\n")
+	r := c.run(t, "run", "--output", "json", m)
+	wantCode(t, r, 0)
+	rep := decodeReport(t, r)
+	if rep.Status != "succeeded" {
+		t.Fatalf("report: %+v", rep)
+	}
+	var task *nats.Msg
+	select {
+	case task = <-tasks:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the task was not seen on manifold.tasks.default")
+	}
+
+	outcomes := make(chan *nats.Msg, 16)
+	osub, err := c.nc.ChanSubscribe("manifold.outcomes."+rep.RunID, outcomes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer osub.Unsubscribe()
+	if err := c.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Without its message ID, so the stream stores it again.
+	if msg, err := c.nc.Request("manifold.tasks.default", task.Data, 5*time.Second); err != nil || !strings.Contains(string(msg.Data), `"stream"`) {
+		t.Fatalf("publish the task again: %v", err)
+	}
+	select {
+	case msg := <-outcomes:
+		var o struct {
+			Status   string `json:"status"`
+			Worker   string `json:"worker"`
+			Replayed bool   `json:"replayed"`
+		}
+		if err := json.Unmarshal(msg.Data, &o); err != nil || !o.Replayed || o.Status != "changed" || o.Worker != "w1" {
+			t.Errorf("outcome of the second delivery: %s", msg.Data)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no outcome for the second delivery")
+	}
+	if got := markerLines(t, marker); len(got) != 1 {
+		t.Errorf("the exec ran %d times, want once", len(got))
+	}
+	if !strings.Contains(w.Stderr(), "answered from its recorded outcome") {
+		t.Errorf("the worker does not say it answered from the record:\n%s", w.Stderr())
+	}
 }
