@@ -47,3 +47,22 @@ func TestRunCancellationKillsItsRunningTasks(t *testing.T) {
 	tb.publish(t, tb.task(1, shell("after", dir, "touch after")))
 	require.Equal(t, bus.TaskChanged, tb.next(t).Status)
 }
+
+// TestKilledWorkerReleasesItsTaskToAnother: a worker killed while shutting
+// down does not fail the task it interrupts; another worker of the pool
+// runs it.
+func TestKilledWorkerReleasesItsTaskToAnother(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	first := tb.start(t, worker.Config{Name: "first", Concurrency: 1})
+	dir := t.TempDir()
+	tb.publish(t, tb.task(0, shell("once", dir, "if [ -e started ]; then exit 0; fi; touch started; sleep 30")))
+	eventually(t, "the task to start", func() bool { return exists(filepath.Join(dir, "started")) })
+	first.Kill()
+
+	tb.start(t, worker.Config{Name: "second", Concurrency: 1})
+	o := tb.next(t)
+	require.Equal(t, bus.TaskChanged, o.Status, "%+v", o)
+	require.Equal(t, "second", o.Worker)
+	require.Equal(t, 2, o.Delivery)
+}

@@ -84,6 +84,16 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	stopProgress()
 	o.V, o.RunID, o.Task, o.Attempt, o.Ref = bus.Version, task.RunID, task.Task, task.Attempt, ref
 	o.Worker, o.Delivery, o.DurationMS = w.cfg.Name, d.Attempt, time.Since(start).Milliseconds()
+	if errors.Is(context.Cause(ctx), errStopping) && o.Status == bus.TaskFailed {
+		// Killed because this worker is shutting down, not because the
+		// task failed: leave it to another worker of the pool.
+		span.SetStatus(codes.Error, "interrupted: worker shutting down; task released for redelivery")
+		span.End()
+		w.metrics.finished(task.Pool, task.Resource.Type, o)
+		log.Warn("task interrupted by shutdown; released for another worker")
+		_ = d.Nak(0)
+		return
+	}
 	span.SetAttributes(attribute.String("manifold.status", string(o.Status)), attribute.Bool("manifold.changed", o.Changed),
 		attribute.Bool("manifold.refreshed", o.Refreshed))
 	if o.Error != "" {
