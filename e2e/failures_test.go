@@ -213,6 +213,15 @@ func waitMarker(t *testing.T, path string, n int, timeout time.Duration) []strin
 	return lines
 }
 
+// waitLog waits until the process has logged want: its output reaches the
+// test through a pipe, a moment after the fact.
+func (p *process) waitLog(t *testing.T, want string) {
+	t.Helper()
+	distEventually(t, 10*time.Second, fmt.Sprintf("the log says %q", want), func() (bool, string) {
+		return strings.Contains(p.Stderr(), want), p.Stderr()
+	})
+}
+
 // kill sends SIGKILL and waits for the process to be gone.
 func (p *process) kill(t *testing.T) {
 	t.Helper()
@@ -281,9 +290,7 @@ resources:
 		if len(starts) != 2 || !strings.HasPrefix(starts[1], fmt.Sprintf("start %d ", procs[survivor].cmd.Process.Pid)) {
 			t.Errorf("want two starts, the second on %s (pid %d): %v", survivor, procs[survivor].cmd.Process.Pid, starts)
 		}
-		if !strings.Contains(procs[survivor].Stderr(), "delivery=2") {
-			t.Errorf("%s's log shows no second delivery:\n%s", survivor, procs[survivor].Stderr())
-		}
+		procs[survivor].waitLog(t, "delivery=2") // the task's second delivery
 		if got := markerLines(t, after); len(got) != 1 {
 			t.Errorf("exec#after ran %d times, want once", len(got))
 		}
@@ -354,9 +361,7 @@ resources:
 	if rep.Status != "succeeded" || rep.Coordinator != survivor {
 		t.Fatalf("want succeeded under %s: %s", survivor, rep)
 	}
-	if !strings.Contains(coords[survivor].Stderr(), "resuming run") {
-		t.Errorf("%s's log does not say it resumed the run", survivor)
-	}
+	coords[survivor].waitLog(t, "resuming run")
 	for _, f := range []string{nap, after} {
 		if got := markerLines(t, f); len(got) != 1 {
 			t.Errorf("%s: ran %d times, want once", filepath.Base(f), len(got))
@@ -485,10 +490,10 @@ func TestFailurePoisonTasks(t *testing.T) {
 		t.Fatalf("the run behind the poison tasks: %+v", rep)
 	}
 	wantFile(t, filepath.Join(dir, "ok"), "ok", 0o644)
-	log := w.Stderr()
-	if n := strings.Count(log, "task dropped: unreadable"); n != 2 || !strings.Contains(log, "99") {
-		t.Errorf("want two poison tasks reported (one naming version 99), got %d:\n%s", n, log)
-	}
+	distEventually(t, 10*time.Second, "two poison tasks reported, one naming version 99", func() (bool, string) {
+		log := w.Stderr()
+		return strings.Count(log, "task dropped: unreadable") == 2 && strings.Contains(log, "version: 99"), log
+	})
 	// Terminated, so gone from the work queue.
 	distEventually(t, 10*time.Second, "the task stream is empty", func() (bool, string) {
 		msg, err := c.nc.Request("$JS.API.STREAM.INFO.MANIFOLD_TASKS", nil, 5*time.Second)
@@ -568,7 +573,5 @@ func TestFailureFinishedTaskDeliveredAgain(t *testing.T) {
 	if got := markerLines(t, marker); len(got) != 1 {
 		t.Errorf("the exec ran %d times, want once", len(got))
 	}
-	if !strings.Contains(w.Stderr(), "answered from its recorded outcome") {
-		t.Errorf("the worker does not say it answered from the record:\n%s", w.Stderr())
-	}
+	w.waitLog(t, "answered from its recorded outcome")
 }
