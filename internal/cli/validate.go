@@ -32,7 +32,11 @@ func runValidate(_ context.Context, st IO, args []string) int {
 		printValidation(st.Stderr, err)
 		return ExitInvalid
 	}
-	fmt.Fprintf(st.Stdout, "%s: valid, %d resources\n", pos[0], len(m.Resources))
+	noun := "resources"
+	if len(m.Resources) == 1 {
+		noun = "resource"
+	}
+	fmt.Fprintf(st.Stdout, "%s: valid, %d %s\n", pos[0], len(m.Resources), noun)
 	return ExitOK
 }
 
