@@ -28,7 +28,8 @@ type followOpts struct {
 // failed, 2 the run was rejected as invalid, 3 anything else (cancelled,
 // bus error, timeout, interrupted).
 func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpts) int {
-	p := &progressPrinter{w: st.Stdout, quiet: o.quiet || o.output == "json", noop: o.noop, jaegerURL: o.jaegerURL}
+	p := &progressPrinter{w: st.Stdout, quiet: o.quiet || o.output == "json", noop: o.noop, jaegerURL: o.jaegerURL,
+		live: isTerminal(st.Stdout, st.Getenv)}
 	rejected := false
 	err := b.FollowEvents(ctx, runID, func(ev bus.Event) bool {
 		if ev.Kind == bus.EventRunRejected && ev.RunID == runID {

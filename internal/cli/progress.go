@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -10,7 +12,9 @@ import (
 	"github.com/manifold-run/manifold/coordinator"
 )
 
-// progressPrinter prints a line per finished resource and a summary.
+// progressPrinter prints a line per finished resource and a summary. On a
+// terminal (live) it also keeps a status line under them: resources done
+// of the total (child runs included), the running ones, failures.
 type progressPrinter struct {
 	mu    sync.Mutex
 	w     io.Writer
@@ -18,6 +22,75 @@ type progressPrinter struct {
 	noop  bool
 	// jaegerURL, when set, links the trace in the summary.
 	jaegerURL string
+	// live redraws the status line; only for terminals.
+	live bool
+
+	total, done, failed int
+	running             map[string]string // run/task → ref
+	order               []string          // running keys, oldest first
+}
+
+// isTerminal reports whether w is a terminal that can redraw a line.
+func isTerminal(w io.Writer, getenv func(string) string) bool {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	f, ok := w.(*os.File)
+	if !ok || getenv("TERM") == "dumb" {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// clearLine erases the status line (live only).
+const clearLine = "\r\x1b[2K"
+
+func (p *progressPrinter) track(ev bus.Event) {
+	if p.running == nil {
+		p.running = map[string]string{}
+	}
+	key := ""
+	if ev.Task != nil {
+		key = fmt.Sprintf("%s/%d", ev.RunID, *ev.Task)
+	}
+	switch ev.Kind {
+	case bus.EventRunStarted:
+		p.total += ev.Total
+	case bus.EventTaskDispatched:
+		if _, ok := p.running[key]; !ok {
+			p.order = append(p.order, key)
+		}
+		p.running[key] = ev.Ref
+	case bus.EventTaskFinished:
+		p.done++
+		if ev.Outcome == bus.TaskFailed {
+			p.failed++
+		}
+		delete(p.running, key)
+		p.order = slices.DeleteFunc(p.order, func(k string) bool { return k == key })
+	}
+}
+
+// statusLine renders "[3/10] running: file#/a, exec#b (+2 more) | 1 failed".
+func (p *progressPrinter) statusLine() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[%d/%d]", p.done, p.total)
+	if n := len(p.order); n > 0 {
+		shown := p.order[:min(n, 3)]
+		refs := make([]string, len(shown))
+		for i, k := range shown {
+			refs[i] = p.running[k]
+		}
+		fmt.Fprintf(&b, " running: %s", strings.Join(refs, ", "))
+		if n > 3 {
+			fmt.Fprintf(&b, " (+%d more)", n-3)
+		}
+	}
+	if p.failed > 0 {
+		fmt.Fprintf(&b, " | %d failed", p.failed)
+	}
+	return b.String()
 }
 
 func (p *progressPrinter) event(ev bus.Event) {
@@ -26,6 +99,11 @@ func (p *progressPrinter) event(ev bus.Event) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.live {
+		p.track(ev)
+		fmt.Fprint(p.w, clearLine)
+		defer func() { fmt.Fprint(p.w, p.statusLine()) }()
+	}
 	prefix := ""
 	if ev.RunID != ev.RootRunID && ev.RootRunID != "" {
 		prefix = "[" + ev.Manifest + "] "
@@ -55,6 +133,9 @@ func (p *progressPrinter) event(ev bus.Event) {
 }
 
 func (p *progressPrinter) summary(rep *coordinator.Report) {
+	if p.live {
+		fmt.Fprint(p.w, clearLine)
+	}
 	c := rep.Counts
 	changed := "changed"
 	if rep.Noop {
