@@ -598,6 +598,10 @@ func (r *run) finish(ctx context.Context) {
 	if !r.commit(ctx) {
 		return
 	}
+	// End the run span before the parent hears of it (and ends its apply
+	// resource's span), so the child never outlasts its parent in a trace.
+	// Ending again on return is a no-op.
+	r.span.End()
 	r.reportToParent(ctx, nil)
 	r.deactivate(ctx)
 	if err := r.c.bus.DeleteOutcomeConsumer(context.WithoutCancel(ctx), rec.RunID); err != nil {
@@ -618,6 +622,7 @@ func (r *run) finishRejected(ctx context.Context, err error) {
 	r.events = append(r.events, bus.Event{Kind: bus.EventRunRejected, Error: msg},
 		bus.Event{Kind: bus.EventRunFinished, Status: string(RunFailed), Error: msg})
 	if r.commit(ctx) {
+		r.span.End()
 		r.reportToParent(ctx, err)
 		r.deactivate(ctx)
 	}

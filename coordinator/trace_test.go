@@ -104,6 +104,9 @@ resources:
 	require.Equal(t, req.RunID, attr(sub, "manifold.parent_run_id").AsString())
 	require.Equal(t, req.RunID, attr(sub, "manifold.root_run_id").AsString())
 	require.Equal(t, int64(1), attr(sub, "manifold.depth").AsInt64())
+	// A child run never outlasts the apply resource that waited for it.
+	require.False(t, sub.EndTime().After(find("resource apply#sub/m.yaml").EndTime()))
+	require.False(t, find("run lib/m.yaml").EndTime().After(find("resource apply#lib/m.yaml").EndTime()))
 	require.Equal(t, "run sub/m.yaml", parentName(find("resource file#"+dir+"/a")))
 	require.Equal(t, "resource file#"+dir+"/a", parentName(find("execute file#"+dir+"/a")))
 	require.Equal(t, "resource apply#lib/m.yaml", parentName(find("run lib/m.yaml")))
