@@ -118,48 +118,42 @@ func renderValue(v any, scope Scope, path string) (any, error) {
 		}
 		return out, nil
 	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			r, err := renderValue(e, scope, join(path, k))
-			if err != nil {
-				return nil, err
-			}
-			out[k] = r
-		}
-		return out, nil
+		return renderMap(v, scope, path)
 	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			r, err := renderValue(e, scope, join(path, fmt.Sprint(i)))
-			if err != nil {
-				return nil, err
-			}
-			out[i] = r
-		}
-		return out, nil
+		return renderList(v, scope, path)
 	case map[string]string:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			r, err := renderValue(e, scope, join(path, k))
-			if err != nil {
-				return nil, err
-			}
-			out[k] = r
-		}
-		return out, nil
+		return renderMap(v, scope, path)
 	case []string:
-		out := make([]any, len(v))
-		for i, e := range v {
-			r, err := renderValue(e, scope, join(path, fmt.Sprint(i)))
-			if err != nil {
-				return nil, err
-			}
-			out[i] = r
-		}
-		return out, nil
+		return renderList(v, scope, path)
 	default:
 		return v, nil
 	}
+}
+
+// renderMap renders each value of a map into a map[string]any.
+func renderMap[V any](m map[string]V, scope Scope, path string) (any, error) {
+	out := make(map[string]any, len(m))
+	for k, e := range m {
+		r, err := renderValue(e, scope, join(path, k))
+		if err != nil {
+			return nil, err
+		}
+		out[k] = r
+	}
+	return out, nil
+}
+
+// renderList renders each element of a list into a []any.
+func renderList[V any](l []V, scope Scope, path string) (any, error) {
+	out := make([]any, len(l))
+	for i, e := range l {
+		r, err := renderValue(e, scope, join(path, fmt.Sprint(i)))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
 }
 
 // PathError says where in a value a rendering error happened.
