@@ -48,7 +48,7 @@ type applyOpts struct {
 func runApply(ctx context.Context, st IO, args []string) int {
 	o := applyOpts{data: dataFlags{}, output: choice{"text", []string{"text", "json"}},
 		logLevel: choice{"error", []string{"debug", "info", "warn", "error"}}}
-	fs := newFlags("apply", "[flags] MANIFEST", applyAbout, st.Stderr)
+	fs := newFlags("apply", "[flags] MANIFEST", applyAbout, st, args)
 	fs.BoolVar(&o.noop, "noop", false, "report what would change without changing anything")
 	fs.BoolVar(&o.healthCheckOnly, "health-check-only", false, "run health checks only")
 	fs.Var(o.data, "data", "override manifest data: key=value, repeatable; values are YAML scalars, dotted keys nest (app.port=80)")

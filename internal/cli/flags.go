@@ -3,21 +3,38 @@ package cli
 import (
 	"flag"
 	"fmt"
-	"io"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 )
 
-// newFlags returns a flag set whose --help prints the command's usage.
-func newFlags(name, synopsis, about string, out io.Writer) *flag.FlagSet {
+// newFlags returns a flag set whose usage goes to stdout when the user
+// asks for it (--help, exit 0) and to stderr after a flag error (exit 2).
+func newFlags(name, synopsis, about string, st IO, args []string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs.SetOutput(st.Stderr)
+	if wantsHelp(args) && st.Stdout != nil {
+		fs.SetOutput(st.Stdout)
+	}
 	fs.Usage = func() {
+		out := fs.Output()
 		fmt.Fprintf(out, "Usage: manifold %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(about))
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// wantsHelp reports whether args ask for help before any "--".
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--h", "--help":
+			return true
+		}
+	}
+	return false
 }
 
 // parse parses args allowing flags after positional arguments

@@ -26,7 +26,7 @@ const remoteTimeout = 30 * time.Second
 func remoteCmd(ctx context.Context, st IO, name, synopsis, about string, args []string, nargs int,
 	more func(*flag.FlagSet)) (*bus.Bus, []string, int, bool) {
 	var conn connFlags
-	fs := newFlags(name, synopsis, about, st.Stderr)
+	fs := newFlags(name, synopsis, about, st, args)
 	conn.register(fs)
 	if more != nil {
 		more(fs)

@@ -54,7 +54,7 @@ func runRun(ctx context.Context, st IO, args []string) int {
 		maxDpth    int
 		otlp       string
 	)
-	fs := newFlags("run", "[--server URL] [flags] MANIFEST", runAbout, st.Stderr)
+	fs := newFlags("run", "[--server URL] [flags] MANIFEST", runAbout, st, args)
 	conn.register(fs)
 	fs.BoolVar(&rr.follow, "follow", false, "stream progress until the run ends")
 	fs.BoolVar(&rr.wait, "wait", false, "wait for the run to end, then print the summary")

@@ -22,7 +22,7 @@ func runServer(ctx context.Context, st IO, args []string) int {
 		cfg    bus.ServerConfig
 		routes string
 	)
-	fs := newFlags("server", "--listen HOST:PORT --store-dir DIR [flags]", serverAbout, st.Stderr)
+	fs := newFlags("server", "--listen HOST:PORT --store-dir DIR [flags]", serverAbout, st, args)
 	fs.StringVar(&cfg.Listen, "listen", "", "client address HOST:PORT (default 127.0.0.1:4222 without --config; port 0 picks a free one)")
 	fs.StringVar(&cfg.StoreDir, "store-dir", "", "JetStream storage directory (required)")
 	fs.StringVar(&cfg.ConfigFile, "config", "", "NATS server configuration file (accounts, TLS, ...)")

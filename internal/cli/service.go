@@ -116,7 +116,7 @@ func runCoordinator(ctx context.Context, st IO, args []string) int {
 		cfg      coordinator.Config
 		replicas int
 	)
-	fs := newFlags("coordinator", "[--server URL] [flags]", coordinatorAbout, st.Stderr)
+	fs := newFlags("coordinator", "[--server URL] [flags]", coordinatorAbout, st, args)
 	sf.register(fs)
 	fs.StringVar(&cfg.Name, "name", "", "coordinator name in run records and logs (default: host-pid)")
 	fs.IntVar(&cfg.MaxDepth, "max-depth", coordinator.DefaultMaxDepth, "maximum nesting of apply resources unless a run request sets its own")
@@ -178,7 +178,7 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 		drainTimeout time.Duration
 		ackWait      time.Duration
 	)
-	fs := newFlags("worker", "[--server URL] [--name ID] [--pool NAME ...] [--concurrency N] [flags]", workerAbout, st.Stderr)
+	fs := newFlags("worker", "[--server URL] [--name ID] [--pool NAME ...] [--concurrency N] [flags]", workerAbout, st, args)
 	sf.register(fs)
 	fs.StringVar(&cfg.Name, "name", "", "worker name, unique among live workers (default: host-pid)")
 	fs.Var(&pools, "pool", "pool to take tasks of, repeatable or comma-separated (default: default)")

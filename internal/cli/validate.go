@@ -17,7 +17,7 @@ is printed as file:line:col: path: message. Exit 0 when valid, 2 when not.`
 
 func runValidate(_ context.Context, st IO, args []string) int {
 	data := dataFlags{}
-	fs := newFlags("validate", "[flags] MANIFEST", validateAbout, st.Stderr)
+	fs := newFlags("validate", "[flags] MANIFEST", validateAbout, st, args)
 	fs.Var(data, "data", "data override used to render templated names: key=value, repeatable")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -61,7 +61,7 @@ manifold will run.`
 
 func runRender(_ context.Context, st IO, args []string) int {
 	data := dataFlags{}
-	fs := newFlags("render", "[flags] MANIFEST", renderAbout, st.Stderr)
+	fs := newFlags("render", "[flags] MANIFEST", renderAbout, st, args)
 	fs.Var(data, "data", "data override: key=value, repeatable")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -83,7 +83,7 @@ func runRender(_ context.Context, st IO, args []string) int {
 }
 
 func runSchema(_ context.Context, st IO, args []string) int {
-	fs := newFlags("schema", "[TYPE]", "Prints the CUE schemas manifests are validated against.", st.Stderr)
+	fs := newFlags("schema", "[TYPE]", "Prints the CUE schemas manifests are validated against.", st, args)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return flagExit(err)
