@@ -327,6 +327,46 @@ resources:
 	})
 }
 
+// napRun submits a run whose first exec writes a marker and sleeps 2 s,
+// followed by more resources, and returns once the first exec is running.
+// ranOnce then checks that every exec of the run ran exactly once.
+func (c *failCluster) napRun(t *testing.T, name string) (id string, ranOnce func()) {
+	t.Helper()
+	dir := t.TempDir()
+	nap, after := filepath.Join(dir, "nap.log"), filepath.Join(dir, "after.log")
+	m := writeFile(t, dir, name, `ordering: manifest
+resources:
+  - {type: exec, name: nap, command: "/bin/sh -c 'echo ran >> `+nap+`; sleep 2'"}
+  - {type: file, name: "`+dir+`/after.txt", content: "after\n", ensure: present}
+  - {type: exec, name: after, command: "/bin/sh -c 'echo ran >> `+after+`'"}
+`)
+	id = c.submit(t, m)
+	waitMarker(t, nap, 1, 20*time.Second)
+	return id, func() {
+		t.Helper()
+		for _, f := range []string{nap, after} {
+			if got := markerLines(t, f); len(got) != 1 {
+				t.Errorf("%s: ran %d times, want once", filepath.Base(f), len(got))
+			}
+		}
+	}
+}
+
+// runOwner waits until the run is running under one of coords and returns
+// that coordinator's name and the other one's.
+func (c *failCluster) runOwner(t *testing.T, id string, coords map[string]*process) (owner, survivor string) {
+	t.Helper()
+	rep := c.waitStatus(t, id, 10*time.Second, "the run is running with an owner", func(r *failReport) bool {
+		return r.Status == "running" && coords[r.Coordinator] != nil
+	})
+	for name := range coords {
+		if name != rep.Coordinator {
+			survivor = name
+		}
+	}
+	return rep.Coordinator, survivor
+}
+
 // TestFailureCoordinatorKilledMidRun: the run's coordinator is SIGKILLed
 // while a task runs; the standby resumes the run when the lease lapses and
 // it completes, no task executed twice.
@@ -338,35 +378,18 @@ func TestFailureCoordinatorKilledMidRun(t *testing.T) {
 		"coord-b": c.coordinator(t, "coord-b", "--lease", "1s"),
 	}
 	c.worker(t, "w1", "default")
-	dir := t.TempDir()
-	nap, after := filepath.Join(dir, "nap.log"), filepath.Join(dir, "after.log")
-	m := writeFile(t, dir, "coord.yaml", `ordering: manifest
-resources:
-  - {type: exec, name: nap, command: "/bin/sh -c 'echo ran >> `+nap+`; sleep 2'"}
-  - {type: file, name: "`+dir+`/after.txt", content: "after\n", ensure: present}
-  - {type: exec, name: after, command: "/bin/sh -c 'echo ran >> `+after+`'"}
-`)
-	id := c.submit(t, m)
-	waitMarker(t, nap, 1, 20*time.Second)
-	rep := c.waitStatus(t, id, 10*time.Second, "the run is running with an owner", func(r *failReport) bool {
-		return r.Status == "running" && coords[r.Coordinator] != nil
-	})
-	owner := rep.Coordinator
-	survivor := map[string]string{"coord-a": "coord-b", "coord-b": "coord-a"}[owner]
+	id, ranOnce := c.napRun(t, "coord.yaml")
+	owner, survivor := c.runOwner(t, id, coords)
 	coords[owner].kill(t)
 	killed := time.Now()
 
-	rep = c.waitEnded(t, id, 30*time.Second)
+	rep := c.waitEnded(t, id, 30*time.Second)
 	t.Logf("run ended %s after the kill: %s", time.Since(killed).Round(time.Millisecond), rep)
 	if rep.Status != "succeeded" || rep.Coordinator != survivor {
 		t.Fatalf("want succeeded under %s: %s", survivor, rep)
 	}
 	coords[survivor].waitLog(t, "resuming run")
-	for _, f := range []string{nap, after} {
-		if got := markerLines(t, f); len(got) != 1 {
-			t.Errorf("%s: ran %d times, want once", filepath.Base(f), len(got))
-		}
-	}
+	ranOnce()
 }
 
 // TestFailureClusterNodeKilled: three `manifold server` processes form a
@@ -377,16 +400,7 @@ func TestFailureClusterNodeKilled(t *testing.T) {
 	c := failStart(t, 3)
 	coord := c.coordinator(t, "coord-1", "--replicas", "3")
 	c.worker(t, "w1", "default")
-	dir := t.TempDir()
-	nap, after := filepath.Join(dir, "nap.log"), filepath.Join(dir, "after.log")
-	m := writeFile(t, dir, "cluster.yaml", `ordering: manifest
-resources:
-  - {type: exec, name: nap, command: "/bin/sh -c 'echo ran >> `+nap+`; sleep 2'"}
-  - {type: file, name: "`+dir+`/after.txt", content: "after\n", ensure: present}
-  - {type: exec, name: after, command: "/bin/sh -c 'echo ran >> `+after+`'"}
-`)
-	id := c.submit(t, m)
-	waitMarker(t, nap, 1, 20*time.Second)
+	id, ranOnce := c.napRun(t, "cluster.yaml")
 	victim := -1
 	for i, u := range c.urls {
 		if strings.Contains(coord.Stderr(), "server="+u) {
@@ -407,11 +421,7 @@ resources:
 	if rep.Status != "succeeded" {
 		t.Fatalf("run after losing a node: %s", rep)
 	}
-	for _, f := range []string{nap, after} {
-		if got := markerLines(t, f); len(got) != 1 {
-			t.Errorf("%s: ran %d times, want once", filepath.Base(f), len(got))
-		}
-	}
+	ranOnce()
 }
 
 // TestFailureCoordinatorSIGTERMHandsOff: SIGTERM on the run's coordinator
@@ -425,20 +435,8 @@ func TestFailureCoordinatorSIGTERMHandsOff(t *testing.T) {
 		"coord-b": c.coordinator(t, "coord-b", "--lease", "1m"),
 	}
 	c.worker(t, "w1", "default")
-	dir := t.TempDir()
-	nap, after := filepath.Join(dir, "nap.log"), filepath.Join(dir, "after.log")
-	m := writeFile(t, dir, "handoff.yaml", `ordering: manifest
-resources:
-  - {type: exec, name: nap, command: "/bin/sh -c 'echo ran >> `+nap+`; sleep 2'"}
-  - {type: exec, name: after, command: "/bin/sh -c 'echo ran >> `+after+`'"}
-`)
-	id := c.submit(t, m)
-	waitMarker(t, nap, 1, 20*time.Second)
-	rep := c.waitStatus(t, id, 10*time.Second, "the run is running with an owner", func(r *failReport) bool {
-		return r.Status == "running" && coords[r.Coordinator] != nil
-	})
-	owner := rep.Coordinator
-	survivor := map[string]string{"coord-a": "coord-b", "coord-b": "coord-a"}[owner]
+	id, ranOnce := c.napRun(t, "handoff.yaml")
+	owner, survivor := c.runOwner(t, id, coords)
 	if err := coords[owner].cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -450,17 +448,13 @@ resources:
 		t.Errorf("%s did not hand the run off:\n%s", owner, coords[owner].Stderr())
 	}
 
-	rep = c.waitEnded(t, id, 20*time.Second)
+	rep := c.waitEnded(t, id, 20*time.Second)
 	took := time.Since(stopped)
 	t.Logf("run ended %s after SIGTERM: %s", took.Round(time.Millisecond), rep)
 	if rep.Status != "succeeded" || rep.Coordinator != survivor {
 		t.Fatalf("want succeeded under %s: %s", survivor, rep)
 	}
-	for _, f := range []string{nap, after} {
-		if got := markerLines(t, f); len(got) != 1 {
-			t.Errorf("%s: ran %d times, want once", filepath.Base(f), len(got))
-		}
-	}
+	ranOnce()
 }
 
 // TestFailurePoisonTasks: an unreadable task message and a task of an
