@@ -186,7 +186,7 @@ func (r *run) reportToParent(ctx context.Context, rejected error) {
 			o.Message = fmt.Sprintf("%d of %d child resources would change", c.Changed, c.Total)
 			// A child put in noop by its apply resource changed nothing:
 			// it must not make a non-noop parent's subscribers run.
-			o.Changed = r.parentNoop(ctx)
+			o.Changed = rec.ParentNoop
 		}
 		r.log.Warn("apply changed resources", "changed", c.Changed, "skipped", c.Total-c.Changed-c.Stable, "total", c.Total)
 	default:
@@ -197,18 +197,6 @@ func (r *run) reportToParent(ctx context.Context, rejected error) {
 	if err := r.c.bus.PublishOutcome(context.WithoutCancel(ctx), o); err != nil {
 		r.log.Log(ctx, slog.LevelError, "child outcome not delivered to the parent run", "error", err)
 	}
-}
-
-// parentNoop reports whether the parent run is in noop mode; when its
-// record cannot be read it answers false, so that nothing runs because of
-// changes that were not made.
-func (r *run) parentNoop(ctx context.Context) bool {
-	parent, _, err := loadRecord(ctx, r.c.bus.Runs(), r.rec.ParentRunID)
-	if err != nil {
-		r.log.Warn("parent run record not read; its subscribers of this noop apply are not refreshed", "error", err)
-		return false
-	}
-	return parent.Request.Noop
 }
 
 // denyApplies returns ErrApplyDenied naming the apply resources of a

@@ -234,6 +234,7 @@ func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, 
 	if parent != nil {
 		rec.RootRunID, rec.ParentRunID, rec.ParentTask, rec.Depth = parent.parent.RootRunID, parent.parent.RunID, parent.task, parent.depth
 		rec.ParentAttempt, rec.Chain, rec.ApplyData, rec.DenyApply = parent.attempt, parent.chain, parent.applyData, parent.denyApply
+		rec.ParentNoop = parent.parent.Request.Noop
 		rec.Session, rec.MaxDepth, rec.Entry = parent.session, parent.maxDepth, req.Entry
 		rec.Manifest = parent.name
 	}

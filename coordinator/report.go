@@ -112,6 +112,9 @@ type record struct {
 	ParentAttempt int `json:"parent_attempt,omitempty"`
 	// ApplyData is the apply resource's data property.
 	ApplyData map[string]any `json:"apply_data,omitempty"`
+	// ParentNoop is the parent run's noop mode: a child put in noop by
+	// its apply resource must not refresh a non-noop parent's subscribers.
+	ParentNoop bool `json:"parent_noop,omitempty"`
 	// DenyApply is set when the apply resource had allow_apply: false.
 	DenyApply bool `json:"deny_apply,omitempty"`
 	// MaxDepth is the run tree's depth limit.
