@@ -136,8 +136,11 @@ func PrepareWith(m *schemas.Manifest, o PrepareOpts) (*Plan, error) {
 }
 
 // registry is used to validate properties before anything runs; the
-// coordinator never executes what it builds.
-var registry = builtin.Registry()
+// coordinator never executes what it builds. workerTypes are its types.
+var (
+	registry    = builtin.Registry()
+	workerTypes = registry.Types()
+)
 
 // checkProperties validates each resource's properties with its type's
 // Validate, rendering templates from data first, so that bad input fails
@@ -147,7 +150,7 @@ var registry = builtin.Registry()
 func checkProperties(m *schemas.Manifest, scope template.Scope) error {
 	var errs schemas.Errors
 	for _, r := range m.Resources {
-		if !slices.Contains(registry.Types(), r.Type) {
+		if !slices.Contains(workerTypes, r.Type) {
 			continue // handled by the coordinator (apply) or not a worker type
 		}
 		spec, err := resources.RenderSpec(r, scope)

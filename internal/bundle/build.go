@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -135,6 +134,3 @@ func merge(base, over map[string]any) map[string]any {
 	maps.Copy(out, over)
 	return out
 }
-
-// Dir returns the directory of a bundle path ("." for the root).
-func Dir(name string) string { return path.Dir(name) }

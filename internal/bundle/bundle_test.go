@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,7 +23,7 @@ func TestResolveWalkThrough(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
-		from     string // manifest holding the apply resource (its WD is Dir(from))
+		from     string // manifest holding the apply resource (its WD is path.Dir(from))
 		ref      string // the apply resource's name
 		want     string
 		wantWD   string // the child's working directory
@@ -57,7 +58,7 @@ func TestResolveWalkThrough(t *testing.T) {
 			if err != nil || got != tt.want {
 				t.Fatalf("Resolve(%q, %q) = %q, %v; want %q", tt.from, tt.ref, got, err, tt.want)
 			}
-			if wd := Dir(got); wd != tt.wantWD {
+			if wd := path.Dir(got); wd != tt.wantWD {
 				t.Errorf("child WD = %q, want %q", wd, tt.wantWD)
 			}
 		})
