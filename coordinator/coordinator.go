@@ -244,6 +244,11 @@ func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, 
 	if err := bus.ValidToken(rec.Request.Pool); err != nil {
 		return c.reject(ctx, rec, fmt.Errorf("pool: %w", err))
 	}
+	if req.PinWorker != "" {
+		if err := bus.ValidToken(bus.PinnedPool(req.PinWorker)); err != nil {
+			return c.reject(ctx, rec, fmt.Errorf("pin_worker: %w", err))
+		}
+	}
 	if req.IdempotencyKey != "" {
 		_, err := c.bus.Runs().Create(ctx, idempotencyKey(req.IdempotencyKey), []byte(req.RunID))
 		if errors.Is(err, bus.ErrExists) {

@@ -345,6 +345,17 @@ func TestRunIDAndPoolAreValidated(t *testing.T) {
 	require.Contains(t, rep.Error, "pool")
 }
 
+func TestPinWorkerIsValidated(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{noWorker: true})
+	runID := tb.submit(t, "resources: [{type: exec, name: x, command: /bin/true}]\n",
+		func(r *bus.RunRequest) { r.PinWorker = "no good" })
+	rep, _ := tb.wait(t, runID)
+	require.Equal(t, coordinator.RunFailed, rep.Status)
+	require.Contains(t, rep.Error, "pin_worker")
+	require.Empty(t, rep.Resources, "nothing was dispatched")
+}
+
 func TestEmptyManifestSucceeds(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{noWorker: true})
