@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -83,7 +84,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			opts.Cluster.Name = "manifold"
 		}
 		opts.Cluster.Host, opts.Cluster.Port = host, port
-		opts.Routes = server.RoutesFromStr(joinComma(cfg.Routes))
+		opts.Routes = server.RoutesFromStr(strings.Join(cfg.Routes, ","))
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -143,15 +144,4 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("bad port %q", p)
 	}
 	return host, port, nil
-}
-
-func joinComma(ss []string) string {
-	out := ""
-	for i, s := range ss {
-		if i > 0 {
-			out += ","
-		}
-		out += s
-	}
-	return out
 }
