@@ -5,16 +5,18 @@ package builtin
 
 import (
 	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/archive"
 	"github.com/manifold-run/manifold/resources/exec"
 	"github.com/manifold-run/manifold/resources/file"
 )
 
-// Registry returns a new registry holding every built-in type: file and
-// exec. Each call returns a fresh registry, so callers (tests) may register
+// Registry returns a new registry holding every built-in type: file, exec,
+// archive. Each call returns a fresh registry, so callers (tests) may register
 // more types without affecting others.
 func Registry() *resources.Registry {
 	r := resources.NewRegistry()
 	r.Register(file.Type, file.New)
 	r.Register("exec", exec.New)
+	r.Register(archive.Type, archive.New)
 	return r
 }
