@@ -8,15 +8,17 @@ import (
 	"github.com/manifold-run/manifold/resources/archive"
 	"github.com/manifold-run/manifold/resources/exec"
 	"github.com/manifold-run/manifold/resources/file"
+	"github.com/manifold-run/manifold/resources/http"
 )
 
 // Registry returns a new registry holding every built-in type: file, exec,
-// archive. Each call returns a fresh registry, so callers (tests) may register
+// archive, http. Each call returns a fresh registry, so callers (tests) may register
 // more types without affecting others.
 func Registry() *resources.Registry {
 	r := resources.NewRegistry()
 	r.Register(file.Type, file.New)
 	r.Register("exec", exec.New)
 	r.Register(archive.Type, archive.New)
+	r.Register(http.Type, http.New)
 	return r
 }
