@@ -8,4 +8,7 @@ var (
 	// ErrNotConverged is the error of an Outcome whose re-check after apply
 	// still found the resource drifting.
 	ErrNotConverged = errors.New("resource did not converge after apply")
+	// ErrHealthCheck is the error of an Outcome whose health checks ended
+	// CRITICAL or UNKNOWN (WARNING passes).
+	ErrHealthCheck = errors.New("health check failed")
 )

@@ -59,6 +59,12 @@ type Env struct {
 	Runner CommandRunner
 	// Logger carries run, resource and manifest attributes.
 	Logger *slog.Logger
+	// HealthChecks run after the resource, in Execute (see
+	// ParseHealthChecks).
+	HealthChecks []HealthCheck
+	// HealthCheckOnly makes Execute run only the health checks: the
+	// resource is neither checked nor applied.
+	HealthCheckOnly bool
 }
 
 // CommandRunner runs a system command. Implementations must honour ctx
