@@ -59,6 +59,10 @@ type Env struct {
 	Runner CommandRunner
 	// Logger carries run, resource and manifest attributes.
 	Logger *slog.Logger
+	// State is the host's state store (last-applied documents); nil means
+	// the type falls back to its own (document: files under the state
+	// directory).
+	State StateStore
 }
 
 // CommandRunner runs a system command. Implementations must honour ctx
