@@ -65,6 +65,10 @@ type Env struct {
 	// HealthCheckOnly makes Execute run only the health checks: the
 	// resource is neither checked nor applied.
 	HealthCheckOnly bool
+	// State is the host's state store (last-applied documents); nil means
+	// the type falls back to its own (document: files under the state
+	// directory).
+	State StateStore
 }
 
 // CommandRunner runs a system command. Implementations must honour ctx

@@ -6,19 +6,34 @@ package builtin
 import (
 	"github.com/manifold-run/manifold/resources"
 	"github.com/manifold-run/manifold/resources/archive"
+	"github.com/manifold-run/manifold/resources/document"
 	"github.com/manifold-run/manifold/resources/exec"
 	"github.com/manifold-run/manifold/resources/file"
 	"github.com/manifold-run/manifold/resources/http"
 )
 
+// Config is what built-in types share within a process.
+type Config struct {
+	// Documents configures the document type (NATS buckets for kv://
+	// documents, the fallback state directory).
+	Documents document.Config
+}
+
 // Registry returns a new registry holding every built-in type: file, exec,
-// archive, http. Each call returns a fresh registry, so callers (tests) may register
-// more types without affecting others.
+// archive, http and document (whose kv:// documents need RegistryWith and a bus). Each
+// call returns a fresh registry, so callers (tests) may register more types
+// without affecting others.
 func Registry() *resources.Registry {
+	return RegistryWith(Config{})
+}
+
+// RegistryWith is Registry with the types configured by cfg.
+func RegistryWith(cfg Config) *resources.Registry {
 	r := resources.NewRegistry()
 	r.Register(file.Type, file.New)
 	r.Register("exec", exec.New)
 	r.Register(archive.Type, archive.New)
 	r.Register(http.Type, http.New)
+	r.Register(document.Type, document.NewFactory(cfg.Documents))
 	return r
 }
