@@ -9,3 +9,26 @@ var (
 	// still found the resource drifting.
 	ErrNotConverged = errors.New("resource did not converge after apply")
 )
+
+var (
+	// ErrUnknownProvider is wrapped by the error of a resource whose provider
+	// property names no provider of its type.
+	ErrUnknownProvider = errors.New("unknown provider")
+	// ErrNoSuitableProvider is returned when no provider of a type can manage
+	// this host.
+	ErrNoSuitableProvider = errors.New("no suitable provider")
+	// ErrProviderNotManageable is returned when the forced provider cannot
+	// manage this host.
+	ErrProviderNotManageable = errors.New("provider cannot manage this host")
+	// ErrStateNotFound is returned by StateStore.Get for a key with no value.
+	ErrStateNotFound = errors.New("state: key not found")
+	// ErrInvalidStateKey is wrapped by state store errors for a key outside
+	// the allowed alphabet or length (see ValidateStateKey).
+	ErrInvalidStateKey = errors.New("state: invalid key")
+	// ErrStateTooLarge is returned by StateStore.Put for a value over
+	// MaxStateValue bytes.
+	ErrStateTooLarge = errors.New("state: value too large")
+	// ErrNoStateStore is returned by types that need Env.State when it is
+	// nil.
+	ErrNoStateStore = errors.New("no state store")
+)

@@ -59,6 +59,15 @@ type Env struct {
 	Runner CommandRunner
 	// Logger carries run, resource and manifest attributes.
 	Logger *slog.Logger
+	// Facts are the host's facts in CCM's shape (facts.host.info.platformFamily
+	// is Facts["host"]["info"]["platformFamily"]); the worker fills them.
+	// Providers read them to say whether they can manage the host (see
+	// FactString). Nil means unknown.
+	Facts map[string]any
+	// State is the per-host state store (last-applied documents, markers a
+	// type keeps between runs). Nil means the type has no state to read:
+	// types that need one fail with ErrNoStateStore.
+	State StateStore
 }
 
 // CommandRunner runs a system command. Implementations must honour ctx

@@ -14,7 +14,7 @@ import (
 // more types without affecting others.
 func Registry() *resources.Registry {
 	r := resources.NewRegistry()
-	r.Register(file.Type, file.New)
-	r.Register("exec", exec.New)
+	r.Register(file.Type, file.New, resources.WithProperties(file.Properties{}))
+	r.Register(exec.Type, exec.New, resources.WithProperties(exec.Properties{}))
 	return r
 }
