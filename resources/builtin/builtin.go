@@ -7,14 +7,16 @@ import (
 	"github.com/manifold-run/manifold/resources"
 	"github.com/manifold-run/manifold/resources/exec"
 	"github.com/manifold-run/manifold/resources/file"
+	"github.com/manifold-run/manifold/resources/pkg"
 )
 
 // Registry returns a new registry holding every built-in type: file and
-// exec. Each call returns a fresh registry, so callers (tests) may register
+// exec, package. Each call returns a fresh registry, so callers (tests) may register
 // more types without affecting others.
 func Registry() *resources.Registry {
 	r := resources.NewRegistry()
 	r.Register(file.Type, file.New, resources.WithProperties(file.Properties{}))
 	r.Register(exec.Type, exec.New, resources.WithProperties(exec.Properties{}))
+	r.Register(pkg.Type, pkg.New, resources.WithProperties(pkg.Properties{}))
 	return r
 }
