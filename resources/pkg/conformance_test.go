@@ -99,7 +99,9 @@ func TestRealAptInstallRemove(t *testing.T) {
 	}
 	t.Run("present", func(t *testing.T) {
 		conformance.Run(t, conformance.Case{
-			New:      func(t *testing.T) (resources.Resource, *resources.Env) { return newPackage(t, name, "present", ""), env },
+			New: func(t *testing.T) (resources.Resource, *resources.Env) {
+				return newPackage(t, name, "present", ""), env
+			},
 			Snapshot: snapshot,
 		})
 		if _, err := exec.LookPath("/usr/games/sl"); err != nil {
@@ -108,7 +110,9 @@ func TestRealAptInstallRemove(t *testing.T) {
 	})
 	t.Run("absent", func(t *testing.T) {
 		conformance.Run(t, conformance.Case{
-			New:      func(t *testing.T) (resources.Resource, *resources.Env) { return newPackage(t, name, "absent", "apt"), env },
+			New: func(t *testing.T) (resources.Resource, *resources.Env) {
+				return newPackage(t, name, "absent", "apt"), env
+			},
 			Snapshot: snapshot,
 		})
 		if got := snapshot(t); strings.HasSuffix(got, " installed") {
