@@ -159,4 +159,3 @@ func reason(res resources.CommandResult) string {
 	}
 	return strings.Join(strings.Fields(strings.ReplaceAll(string(out), "\n", " | ")), " ")
 }
-
