@@ -20,15 +20,10 @@ var (
 	// ErrProviderNotManageable is returned when the forced provider cannot
 	// manage this host.
 	ErrProviderNotManageable = errors.New("provider cannot manage this host")
-	// ErrStateNotFound is returned by StateStore.Get for a key with no value.
-	ErrStateNotFound = errors.New("state: key not found")
-	// ErrInvalidStateKey is wrapped by state store errors for a key outside
-	// the allowed alphabet or length (see ValidateStateKey).
+	// ErrInvalidStateKey is wrapped by MemoryState and FileState errors for
+	// an empty key or one longer than MaxStateKey.
 	ErrInvalidStateKey = errors.New("state: invalid key")
 	// ErrStateTooLarge is returned by StateStore.Put for a value over
 	// MaxStateValue bytes.
 	ErrStateTooLarge = errors.New("state: value too large")
-	// ErrNoStateStore is returned by types that need Env.State when it is
-	// nil.
-	ErrNoStateStore = errors.New("no state store")
 )

@@ -64,9 +64,9 @@ type Env struct {
 	// Providers read them to say whether they can manage the host (see
 	// FactString). Nil means unknown.
 	Facts map[string]any
-	// State is the per-host state store (last-applied documents, markers a
-	// type keeps between runs). Nil means the type has no state to read:
-	// types that need one fail with ErrNoStateStore.
+	// State is the host's state store (last-applied documents); nil means
+	// the type falls back to its own (document: files under the state
+	// directory).
 	State StateStore
 }
 

@@ -2,64 +2,49 @@ package resources
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
 )
 
 // MaxStateKey is the longest state key, in bytes.
-const MaxStateKey = 200
+const MaxStateKey = 1024
 
-// MaxStateValue is the largest state value, in bytes (1 MiB, NATS's default
-// maximum payload, so a KV-backed store can hold any value another store
-// accepts).
+// MaxStateValue is the largest state value MemoryState and FileState
+// accept, in bytes (1 MiB, NATS's default maximum payload, so a KV-backed
+// store can hold any value these accept).
 const MaxStateValue = 1 << 20
 
-// StateStore is the per-host state a type keeps between runs, reachable from
-// Env.State. Keys are valid NATS KV keys and file names (see
-// ValidateStateKey); values are at most MaxStateValue bytes. Implementations
-// are safe for concurrent use: MemoryState, FileState, and a NATS KV bucket
-// on workers.
+// StateStore keeps small values a resource needs on its next run on the
+// same host (the last-applied document of a document resource). Keys are
+// chosen by the resource type ("document#/etc/app.json"); the store scopes
+// them to the host. Implementations are safe for concurrent use:
+// MemoryState, FileState, and a NATS KV bucket on workers.
 type StateStore interface {
-	// Get returns the value of key, or an error wrapping ErrStateNotFound.
-	Get(ctx context.Context, key string) ([]byte, error)
-	// Put stores value under key, replacing any previous value.
-	Put(ctx context.Context, key string, value []byte) error
-	// Delete removes key; removing a missing key is not an error.
+	// Get returns the value of key; ok is false when there is none.
+	Get(ctx context.Context, key string) (val []byte, ok bool, err error)
+	// Put stores val under key, replacing any previous value.
+	Put(ctx context.Context, key string, val []byte) error
+	// Delete removes key; deleting a missing key is not an error.
 	Delete(ctx context.Context, key string) error
 }
 
-// ValidateStateKey checks a state key: 1 to MaxStateKey bytes of ASCII
-// letters, digits, '-', '_', '=' and '.', not starting or ending with '.'
-// and without "..". Such a key is a NATS KV key (dots separate tokens) and a
-// safe file name. Errors wrap ErrInvalidStateKey.
-func ValidateStateKey(key string) error {
+// checkStateKey refuses an empty key or one over MaxStateKey bytes.
+func checkStateKey(key string) error {
 	if key == "" || len(key) > MaxStateKey {
-		return fmt.Errorf("%w: %q: length %d, want 1 to %d bytes", ErrInvalidStateKey, key, len(key), MaxStateKey)
-	}
-	if key[0] == '.' || key[len(key)-1] == '.' {
-		return fmt.Errorf("%w: %q: starts or ends with '.'", ErrInvalidStateKey, key)
-	}
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '=':
-		case c == '.':
-			if key[i-1] == '.' {
-				return fmt.Errorf("%w: %q: empty token (\"..\")", ErrInvalidStateKey, key)
-			}
-		default:
-			return fmt.Errorf("%w: %q: character %q not allowed (letters, digits, - _ = .)", ErrInvalidStateKey, key, c)
-		}
+		return fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidStateKey, len(key), MaxStateKey)
 	}
 	return nil
 }
 
 func checkPut(key string, value []byte) error {
-	if err := ValidateStateKey(key); err != nil {
+	if err := checkStateKey(key); err != nil {
 		return err
 	}
 	if len(value) > MaxStateValue {
@@ -78,21 +63,21 @@ type MemoryState struct {
 var _ StateStore = (*MemoryState)(nil)
 
 // Get returns a copy of key's value.
-func (s *MemoryState) Get(ctx context.Context, key string) ([]byte, error) {
-	if err := ValidateStateKey(key); err != nil {
-		return nil, err
+func (s *MemoryState) Get(_ context.Context, key string) ([]byte, bool, error) {
+	if err := checkStateKey(key); err != nil {
+		return nil, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.m[key]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrStateNotFound, key)
+		return nil, false, nil
 	}
-	return append([]byte(nil), v...), nil
+	return append([]byte{}, v...), true, nil
 }
 
 // Put stores a copy of value.
-func (s *MemoryState) Put(ctx context.Context, key string, value []byte) error {
+func (s *MemoryState) Put(_ context.Context, key string, value []byte) error {
 	if err := checkPut(key, value); err != nil {
 		return err
 	}
@@ -106,8 +91,8 @@ func (s *MemoryState) Put(ctx context.Context, key string, value []byte) error {
 }
 
 // Delete removes key.
-func (s *MemoryState) Delete(ctx context.Context, key string) error {
-	if err := ValidateStateKey(key); err != nil {
+func (s *MemoryState) Delete(_ context.Context, key string) error {
+	if err := checkStateKey(key); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -116,10 +101,16 @@ func (s *MemoryState) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+// maxStateFileName bounds the file name FileState derives from a key;
+// longer names are replaced by the key's SHA-256.
+const maxStateFileName = 200
+
 // FileState is a StateStore keeping one file per key in a directory (a
-// worker's state dir). Writes are atomic: a temporary file in the same
-// directory, synced, then renamed over the key's file, so a reader or a
-// crash sees the old value or the new one, never half of one.
+// worker's state dir). The file name is the key path-escaped ("/" and "#"
+// cannot escape the directory), or its SHA-256 when that is long. Writes
+// are atomic: a temporary file in the same directory, synced, then renamed
+// over the key's file, so a reader or a crash sees the old value or the new
+// one, never half of one.
 type FileState struct {
 	dir string
 }
@@ -138,23 +129,32 @@ func NewFileState(dir string) (*FileState, error) {
 	return &FileState{dir: dir}, nil
 }
 
-// Get reads key's file.
-func (s *FileState) Get(ctx context.Context, key string) ([]byte, error) {
-	if err := ValidateStateKey(key); err != nil {
-		return nil, err
+func (s *FileState) path(key string) string {
+	name := url.PathEscape(key)
+	if len(name) > maxStateFileName || name[0] == '.' {
+		sum := sha256.Sum256([]byte(key))
+		name = "sha256-" + hex.EncodeToString(sum[:])
 	}
-	b, err := os.ReadFile(filepath.Join(s.dir, key))
+	return filepath.Join(s.dir, name)
+}
+
+// Get reads key's file.
+func (s *FileState) Get(_ context.Context, key string) ([]byte, bool, error) {
+	if err := checkStateKey(key); err != nil {
+		return nil, false, err
+	}
+	b, err := os.ReadFile(s.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %q", ErrStateNotFound, key)
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("state: %w", err)
+		return nil, false, fmt.Errorf("state: %w", err)
 	}
-	return b, nil
+	return b, true, nil
 }
 
 // Put writes key's file atomically (mode 0600).
-func (s *FileState) Put(ctx context.Context, key string, value []byte) error {
+func (s *FileState) Put(_ context.Context, key string, value []byte) error {
 	if err := checkPut(key, value); err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (s *FileState) Put(ctx context.Context, key string, value []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(s.dir, key))
+		err = os.Rename(tmp.Name(), s.path(key))
 	}
 	if err != nil {
 		return fmt.Errorf("state: put %q: %w", key, err)
@@ -180,11 +180,11 @@ func (s *FileState) Put(ctx context.Context, key string, value []byte) error {
 }
 
 // Delete removes key's file.
-func (s *FileState) Delete(ctx context.Context, key string) error {
-	if err := ValidateStateKey(key); err != nil {
+func (s *FileState) Delete(_ context.Context, key string) error {
+	if err := checkStateKey(key); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(s.dir, key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(s.path(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("state: %w", err)
 	}
 	return nil

@@ -14,7 +14,7 @@ import (
 
 func TestRegistry(t *testing.T) {
 	t.Parallel()
-	if got := Registry().Types(); !slices.Equal(got, []string{"exec", "file", "package", "service"}) {
+	if got := Registry().Types(); !slices.Equal(got, []string{"document", "exec", "file", "package", "service"}) {
 		t.Fatalf("Types() = %v", got)
 	}
 }
