@@ -10,6 +10,8 @@ import (
 	"github.com/manifold-run/manifold/resources/exec"
 	"github.com/manifold-run/manifold/resources/file"
 	"github.com/manifold-run/manifold/resources/http"
+	"github.com/manifold-run/manifold/resources/pkg"
+	"github.com/manifold-run/manifold/resources/service"
 )
 
 // Config is what built-in types share within a process.
@@ -20,9 +22,9 @@ type Config struct {
 }
 
 // Registry returns a new registry holding every built-in type: file, exec,
-// archive, http and document (whose kv:// documents need RegistryWith and a bus). Each
-// call returns a fresh registry, so callers (tests) may register more types
-// without affecting others.
+// archive, http, document (whose kv:// documents need RegistryWith and a
+// bus), package and service. Each call returns a fresh registry, so callers
+// (tests) may register more types without affecting others.
 func Registry() *resources.Registry {
 	return RegistryWith(Config{})
 }
@@ -30,10 +32,12 @@ func Registry() *resources.Registry {
 // RegistryWith is Registry with the types configured by cfg.
 func RegistryWith(cfg Config) *resources.Registry {
 	r := resources.NewRegistry()
-	r.Register(file.Type, file.New)
-	r.Register("exec", exec.New)
-	r.Register(archive.Type, archive.New)
-	r.Register(http.Type, http.New)
-	r.Register(document.Type, document.NewFactory(cfg.Documents))
+	r.Register(file.Type, file.New, resources.WithProperties(file.Properties{}))
+	r.Register(exec.Type, exec.New, resources.WithProperties(exec.Properties{}))
+	r.Register(archive.Type, archive.New, resources.WithProperties(archive.Properties{}))
+	r.Register(http.Type, http.New, resources.WithProperties(http.Properties{}))
+	r.Register(pkg.Type, pkg.New, resources.WithProperties(pkg.Properties{}))
+	r.Register(service.Type, service.New, resources.WithProperties(service.Properties{}))
+	r.Register(document.Type, document.NewFactory(cfg.Documents), resources.WithProperties(document.Properties{}))
 	return r
 }

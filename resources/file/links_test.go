@@ -206,8 +206,10 @@ func TestApplyRefusesSwappedPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The check saw a regular file; now someone swaps it for a link.
-	if err := os.Remove(path); err != nil {
+	// The check saw a regular file; now someone swaps it for a link. The
+	// original is moved aside, not removed, so its inode number cannot be
+	// reused by the replacement below.
+	if err := os.Rename(path, path+".orig"); err != nil {
 		t.Fatal(err)
 	}
 	symlink(t, secret, path)
