@@ -228,6 +228,34 @@ func TestFailedApply(t *testing.T) {
 	}
 }
 
+// TestRemovePrimaryGroupFails: groupdel refuses to remove a user's
+// primary group; the outcome says so and the group stays.
+func TestRemovePrimaryGroupFails(t *testing.T) {
+	realHost(t)
+	t.Parallel()
+	name := throwaway(t)
+	if out, err := exec.Command("groupadd", name).CombinedOutput(); err != nil {
+		t.Fatalf("groupadd: %v: %s", err, out)
+	}
+	if out, err := exec.Command("useradd", "-M", "-g", name, name).CombinedOutput(); err != nil {
+		t.Fatalf("useradd: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		// Before the group's cleanup (cleanups run last first).
+		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
+			t.Errorf("cleanup: userdel: %v: %s", err, out)
+		}
+	})
+	o := resources.Execute(context.Background(), newGroup(t, name, "absent", nil), &resources.Env{})
+	if o.Status != resources.StatusFailed || !errors.Is(o.Err, ErrCommandFailed) ||
+		!strings.Contains(o.Message, "cannot remove the primary group of user '"+name+"'") {
+		t.Fatalf("%+v", o)
+	}
+	if _, ok := lookup(t, name); !ok {
+		t.Fatal("group removed")
+	}
+}
+
 // TestInjectedDatabase reads a group file of the test's own: a group
 // already as wanted is stable and runs nothing.
 func TestInjectedDatabase(t *testing.T) {
