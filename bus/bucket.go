@@ -116,3 +116,33 @@ func isWrongLastSequence(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
+
+// WaitFor watches key until its value satisfies ok and returns that value;
+// it returns ctx's error when ctx ends first, ErrNotFound when the key is
+// deleted.
+func (b *Bucket) WaitFor(ctx context.Context, key string, ok func([]byte) bool) ([]byte, error) {
+	w, err := b.kv.Watch(ctx, key)
+	if err != nil {
+		return nil, b.translate("watch", key, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, open := <-w.Updates():
+			if !open {
+				return nil, fmt.Errorf("bus: watch %s %q: stopped", b.kv.Bucket(), key)
+			}
+			if e == nil {
+				continue // the initial values have been delivered
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				return nil, fmt.Errorf("bus: watch %s %q: %w", b.kv.Bucket(), key, ErrNotFound)
+			}
+			if ok(e.Value()) {
+				return e.Value(), nil
+			}
+		}
+	}
+}

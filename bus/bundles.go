@@ -87,3 +87,53 @@ func (b *Bus) PutObject(ctx context.Context, bucket, key string, data []byte) er
 	}
 	return nil
 }
+
+// PutReport stores the report of a finished run (any size: the object
+// store chunks it).
+func (b *Bus) PutReport(ctx context.Context, runID string, data []byte) error {
+	store, err := b.reportStore(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := store.PutBytes(ctx, runID, data); err != nil {
+		return fmt.Errorf("bus: store report of %s: %w", runID, err)
+	}
+	return nil
+}
+
+// GetReport reads the stored report of a finished run, or an error
+// wrapping ErrNotFound.
+func (b *Bus) GetReport(ctx context.Context, runID string) ([]byte, error) {
+	store, err := b.reportStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	data, err := store.GetBytes(ctx, runID)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			err = ErrNotFound
+		}
+		return nil, fmt.Errorf("bus: report of %s: %w", runID, err)
+	}
+	return data, nil
+}
+
+// reportStore returns the reports object store; an attached bus (clients,
+// workers) opens it on first use, so roles that never read reports need
+// no permission on it.
+func (b *Bus) reportStore(ctx context.Context) (jetstream.ObjectStore, error) {
+	b.reportsMu.Lock()
+	defer b.reportsMu.Unlock()
+	if b.reports != nil {
+		return b.reports, nil
+	}
+	store, err := b.js.ObjectStore(ctx, BucketReports)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			err = ErrNotFound
+		}
+		return nil, fmt.Errorf("bus: object store %s: %w", BucketReports, err)
+	}
+	b.reports = store
+	return store, nil
+}

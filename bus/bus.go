@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,6 +37,14 @@ type Config struct {
 	DuplicateWindow time.Duration
 	// MaxBundleBytes caps one bundle in the object store. Defaults to 64 MiB.
 	MaxBundleBytes int64
+	// HistoryMaxAge bounds how long a run's history is kept if the run
+	// never ends (its coordinators are all gone for good); an ended run's
+	// history is removed at once. Defaults to 7 days.
+	HistoryMaxAge time.Duration
+	// MemoryStorage keeps every stream and bucket in memory instead of
+	// files: for the embedded engine of `manifold apply`, whose store is
+	// private to the process and removed when it exits.
+	MemoryStorage bool
 }
 
 // WithDefaults returns cfg with every zero field set to its default.
@@ -52,6 +61,7 @@ func (cfg Config) WithDefaults() Config {
 	if cfg.MaxBundleBytes <= 0 {
 		cfg.MaxBundleBytes = 64 << 20
 	}
+	cfg.HistoryMaxAge = durationOr(cfg.HistoryMaxAge, 7*24*time.Hour)
 	return cfg
 }
 
@@ -65,6 +75,8 @@ type Bus struct {
 	workers *Bucket
 	results *Bucket
 	bundles jetstream.ObjectStore
+	reportsMu sync.Mutex
+	reports   jetstream.ObjectStore
 }
 
 // Open provisions (idempotently) everything manifold needs on the server
@@ -102,38 +114,55 @@ func (b *Bus) provision(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	r := b.cfg.Replicas
+	storage, kvStorage, objStorage := jetstream.FileStorage, jetstream.FileStorage, jetstream.FileStorage
+	if b.cfg.MemoryStorage {
+		storage, kvStorage, objStorage = jetstream.MemoryStorage, jetstream.MemoryStorage, jetstream.MemoryStorage
+	}
+	// The work-queue outcome stream of earlier versions holds the subjects
+	// of the history stream: remove it (outcomes in it belonged to runs
+	// that cannot be resumed by this version anyway).
+	if err := b.js.DeleteStream(ctx, StreamOutcomes); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("bus: remove stream %s: %w", StreamOutcomes, err)
+	}
 	streams := []jetstream.StreamConfig{
 		{Name: StreamRuns, Subjects: []string{SubjectRunSubmit}, Retention: jetstream.WorkQueuePolicy,
 			Duplicates: b.cfg.DuplicateWindow, Replicas: r, Description: "manifold run requests"},
 		{Name: StreamTasks, Subjects: []string{SubjectTasksAll}, Retention: jetstream.WorkQueuePolicy,
 			Duplicates: b.cfg.DuplicateWindow, Replicas: r, Description: "manifold resource tasks"},
-		{Name: StreamOutcomes, Subjects: []string{SubjectOutcomesAll}, Retention: jetstream.WorkQueuePolicy,
-			Replicas: r, Description: "manifold task outcomes"},
+		{Name: StreamHistory, Subjects: []string{SubjectOutcomesAll}, Retention: jetstream.LimitsPolicy,
+			MaxAge: b.cfg.HistoryMaxAge, Duplicates: b.cfg.DuplicateWindow, Replicas: r,
+			Description: "manifold run histories: task outcomes, deadlines, cancellations"},
 		{Name: StreamEvents, Subjects: []string{SubjectEventsAll}, Retention: jetstream.LimitsPolicy,
 			MaxAge: b.cfg.EventsMaxAge, Replicas: r, Description: "manifold progress events"},
 	}
 	for _, sc := range streams {
+		sc.Storage = storage
 		if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("bus: provision stream %s: %w", sc.Name, err)
 		}
 	}
 	var err error
-	if b.runs, err = b.bucket(ctx, jetstream.KeyValueConfig{Bucket: BucketRuns, History: 1, Replicas: r,
+	if b.runs, err = b.bucket(ctx, jetstream.KeyValueConfig{Bucket: BucketRuns, History: 1, Replicas: r, Storage: kvStorage,
 		Description: "manifold run records"}); err != nil {
 		return err
 	}
 	if b.workers, err = b.bucket(ctx, jetstream.KeyValueConfig{Bucket: BucketWorkers, TTL: b.cfg.WorkerTTL,
-		Replicas: r, Description: "manifold live workers"}); err != nil {
+		Replicas: r, Storage: kvStorage, Description: "manifold live workers"}); err != nil {
 		return err
 	}
 	if b.results, err = b.bucket(ctx, jetstream.KeyValueConfig{Bucket: BucketResults, TTL: b.cfg.ResultsTTL,
-		Replicas: r, Description: "manifold finished task outcomes"}); err != nil {
+		Replicas: r, Storage: kvStorage, Description: "manifold finished task outcomes"}); err != nil {
 		return err
 	}
 	b.bundles, err = b.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: BucketBundles,
-		Replicas: r, Description: "manifold manifest bundles"})
+		Replicas: r, Storage: objStorage, Description: "manifold manifest bundles"})
 	if err != nil {
 		return fmt.Errorf("bus: provision object store %s: %w", BucketBundles, err)
+	}
+	b.reports, err = b.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: BucketReports,
+		Replicas: r, Storage: objStorage, Description: "manifold reports of finished runs"})
+	if err != nil {
+		return fmt.Errorf("bus: provision object store %s: %w", BucketReports, err)
 	}
 	return nil
 }
@@ -173,9 +202,15 @@ func (b *Bus) publish(ctx context.Context, subject, msgID string, v any) error {
 	if err != nil {
 		return fmt.Errorf("bus: encode %s: %w", subject, err)
 	}
+	return b.publishData(ctx, subject, msgID, data, ctx)
+}
+
+// publishData publishes data with the trace context of traceCtx and waits
+// for the stream's acknowledgement, retrying while no leader answers.
+func (b *Bus) publishData(ctx context.Context, subject, msgID string, data []byte, traceCtx context.Context) error {
 	msg := nats.NewMsg(subject)
 	msg.Data = data
-	InjectTrace(ctx, msg.Header)
+	InjectTrace(traceCtx, msg.Header)
 	opts := []jetstream.PublishOpt{jetstream.WithRetryAttempts(int(noLeaderWait / noLeaderRetry)), jetstream.WithRetryWait(noLeaderRetry)}
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))

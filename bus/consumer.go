@@ -106,19 +106,19 @@ func (b *Bus) RunRequestConsumer(ctx context.Context) (*Consumer, error) {
 	return b.consumer(ctx, StreamRuns, "coordinators", SubjectRunSubmit, ConsumerOpts{MaxDeliver: -1})
 }
 
-// OutcomeConsumer binds to the durable consumer of one run's outcomes.
-// The coordinator that owns the run reads it; a coordinator resuming the run
-// binds to the same durable.
+// OutcomeConsumer binds to a durable consumer of one run's history (tools and
+// tests that read outcomes as they come; coordinators read histories with
+// OpenHistory).
 func (b *Bus) OutcomeConsumer(ctx context.Context, runID string) (*Consumer, error) {
 	// A short AckWait: outcomes a dead coordinator held come back quickly
 	// to the one resuming the run (handling an outcome takes milliseconds).
-	return b.consumer(ctx, StreamOutcomes, "outcomes-"+token(runID), OutcomeSubject(runID),
+	return b.consumer(ctx, StreamHistory, "outcomes-"+token(runID), OutcomeSubject(runID),
 		ConsumerOpts{AckWait: 5 * time.Second, MaxDeliver: -1, InactiveThreshold: time.Hour})
 }
 
 // DeleteOutcomeConsumer removes a finished run's outcome consumer.
 func (b *Bus) DeleteOutcomeConsumer(ctx context.Context, runID string) error {
-	err := b.js.DeleteConsumer(ctx, StreamOutcomes, "outcomes-"+token(runID))
+	err := b.js.DeleteConsumer(ctx, StreamHistory, "outcomes-"+token(runID))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("bus: delete outcome consumer of %s: %w", runID, err)
 	}

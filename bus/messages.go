@@ -91,6 +91,23 @@ type Task struct {
 	// Deadline is when the coordinator gives up on the task: a worker that
 	// takes it later fails it at once, and execution never runs past it.
 	Deadline time.Time `json:"deadline"`
+	// Segment, when set, lists more resources after Resource to execute in
+	// order in the same task (ordering: manifest): each is answered by its
+	// own outcome; a failed or skipped one ends the segment, and the rest
+	// are given back with one FactReleased outcome.
+	Segment []SegmentItem `json:"segment,omitempty"`
+}
+
+// SegmentItem is one more resource of a segment task.
+type SegmentItem struct {
+	Task     int              `json:"task"`
+	Attempt  int              `json:"attempt"`
+	Resource schemas.Resource `json:"resource"`
+	Refresh  bool             `json:"refresh,omitempty"`
+	// TimeoutMS bounds this resource's execution.
+	TimeoutMS int64 `json:"timeout_ms"`
+	// Traceparent is the W3C trace context of this resource's span.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // MsgID returns the task's JetStream message ID.
@@ -144,6 +161,18 @@ type Outcome struct {
 	// Replayed is set when the outcome was answered from the record of an
 	// earlier delivery rather than executed again.
 	Replayed bool `json:"replayed,omitempty"`
+
+	// HealthChecks are the results of the resource's health checks.
+	HealthChecks []HealthCheck `json:"health_checks,omitempty"`
+
+	// Kind says what fact of the run's history this is; empty for a task
+	// outcome (see FactKind).
+	Kind FactKind `json:"kind,omitempty"`
+	// Segment and Through, for FactReleased: the first task of the segment
+	// (Attempt is its attempt) and the last task given back; Task is the
+	// first given back.
+	Segment int `json:"segment,omitempty"`
+	Through int `json:"through,omitempty"`
 }
 
 // EventKind names a progress event; it is the last subject token.
@@ -179,4 +208,16 @@ type Event struct {
 	Done       int        `json:"done,omitempty"`
 	Total      int        `json:"total,omitempty"`
 	Outcome    TaskStatus `json:"outcome,omitempty"`
+}
+
+// HealthCheck is how one health check of a resource ended.
+type HealthCheck struct {
+	Name string `json:"name"`
+	// Status is OK, WARNING, CRITICAL or UNKNOWN.
+	Status string `json:"status"`
+	Output string `json:"output,omitempty"`
+	Tries  int    `json:"tries"`
+	// Ignored: in noop, the check of a resource that would change is
+	// reported but does not fail it.
+	Ignored bool `json:"ignored,omitempty"`
 }

@@ -27,7 +27,12 @@ const (
 	StreamRuns = "MANIFOLD_RUNS"
 	// StreamTasks holds resource tasks for workers (work queue).
 	StreamTasks = "MANIFOLD_TASKS"
-	// StreamOutcomes holds task outcomes for coordinators (work queue).
+	// StreamHistory holds each run's history on its outcome subject: task
+	// outcomes and the other facts that move a run on (limits retention,
+	// purged per run when the run ends).
+	StreamHistory = "MANIFOLD_HISTORY"
+	// StreamOutcomes was the work-queue stream of outcomes before runs kept
+	// a history; Open removes it.
 	StreamOutcomes = "MANIFOLD_OUTCOMES"
 	// StreamEvents holds progress events (limits).
 	StreamEvents = "MANIFOLD_EVENTS"
@@ -41,6 +46,9 @@ const (
 	BucketResults = "manifold-results"
 	// BucketBundles is the object store of manifest bundles.
 	BucketBundles = "manifold-bundles"
+	// BucketReports is the object store of the reports of finished runs,
+	// by run ID.
+	BucketReports = "manifold-reports"
 )
 
 // PinnedPoolPrefix starts the name of the pool each worker takes alone:

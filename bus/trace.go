@@ -58,3 +58,20 @@ func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
 	}
 	return propagator.Extract(ctx, headerCarrier(h))
 }
+
+// Traceparent returns the W3C traceparent of ctx's span ("" without one),
+// for trace context carried in a message body (segment tasks).
+func Traceparent(ctx context.Context) string {
+	h := nats.Header{}
+	InjectTrace(ctx, h)
+	return h.Get("traceparent")
+}
+
+// WithTraceparent returns ctx carrying the remote trace context of a
+// traceparent string; ctx unchanged when tp is empty or invalid.
+func WithTraceparent(ctx context.Context, tp string) context.Context {
+	if tp == "" {
+		return ctx
+	}
+	return ExtractTrace(ctx, nats.Header{"traceparent": []string{tp}})
+}

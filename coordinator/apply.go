@@ -60,7 +60,7 @@ func deriveChild(parentNoop, parentHealthCheckOnly bool, parentDepth int, p appl
 func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 	rec := r.rec
 	res := r.plan.Manifest.Resources[i]
-	fail := func(err error) { r.settle(i, bus.TaskFailed, "", fmt.Sprintf("%s: %v", res.Ref(), err)) }
+	fail := func(err error) { r.childFailed(ctx, i, fmt.Errorf("%s: %w", res.Ref(), err)) }
 
 	props, err := r.applyProps(i)
 	if err != nil {
@@ -83,35 +83,57 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 		fail(fmt.Errorf("%w: depth %d is over the limit of %d: %s", ErrDepthExceeded, child.Depth, maxDepth, strings.Join(chain, " → ")))
 		return
 	}
-	session := make(map[string]sessionRef, len(rec.Session)+len(rec.Tasks))
+	session := make(map[string]sessionRef, len(rec.Session)+r.m.done)
 	for k, v := range rec.Session {
 		session[k] = v
 	}
-	for _, t := range rec.Tasks {
-		if t.Status.Final() {
-			ref := sessionRef{Status: t.Status, Changed: t.Changed}
-			session[t.Ref] = ref
-			if t.Alias != "" {
-				session[t.Type+"#"+t.Alias] = ref
+	for j, t := range r.m.tasks {
+		if t.status.Final() {
+			ref := sessionRef{Status: t.status, Changed: t.changed}
+			res := r.plan.Manifest.Resources[j]
+			session[res.Ref()] = ref
+			if res.Alias != "" {
+				session[res.Type+"#"+res.Alias] = ref
 			}
 		}
 	}
-	t := rec.Tasks[i]
+	t := r.m.tasks[i]
 	req := bus.RunRequest{
-		RunID: childRunID(rec.RunID, i, t.Attempt), Bundle: rec.Request.Bundle, Entry: entry, ManifestName: entry,
+		RunID: r.childID(i, t.attempt), Bundle: rec.Request.Bundle, Entry: entry, ManifestName: entry,
 		WorkDir: rec.Request.WorkDir, Data: rec.Request.Data, Noop: child.Noop, HealthCheckOnly: child.HealthCheckOnly,
 		Pool: rec.Request.Pool, MaxDepth: maxDepth, TaskTimeoutMS: rec.Request.TaskTimeoutMS,
 		PinWorker: rec.Request.PinWorker,
 	}
-	t.Child = req.RunID
 	r.c.metrics.depth.Record(ctx, int64(child.Depth))
 	err = r.c.accept(ctx, spanCtx, req, &childOf{
-		parent: rec, task: i, attempt: t.Attempt, depth: child.Depth, name: res.Name, chain: chain,
+		parent: rec, task: i, attempt: t.attempt, depth: child.Depth, name: res.Name, chain: chain,
 		applyData: props.Data, denyApply: child.DenyApply, session: session, maxDepth: maxDepth,
 	})
 	if err != nil {
-		t.Child = ""
 		fail(fmt.Errorf("start child run: %w", err))
+	}
+}
+
+// childID is the run ID of the child run of apply task i's attempt.
+func (r *run) childID(i, attempt int) string { return childRunID(r.rec.RunID, i, attempt) }
+
+// childFailed records in the run's history that apply task i failed
+// before its child run could start: a fact like any outcome, so a
+// resuming coordinator decides the same.
+func (r *run) childFailed(ctx context.Context, i int, err error) {
+	o := bus.Outcome{RunID: r.rec.RunID, Task: i, Attempt: r.m.tasks[i].attempt, Ref: r.ref(i),
+		Status: bus.TaskFailed, Error: err.Error(), Worker: "coordinator " + r.c.cfg.Name}
+	if perr := r.c.bus.PublishFact(context.WithoutCancel(ctx), o, bus.TaskMsgID(r.rec.RunID, i, o.Attempt)+"/child"); perr != nil {
+		r.log.Error("apply failure not recorded; the run is left for recovery", "resource", o.Ref, "error", perr)
+	}
+}
+
+// cancelChild appends a cancellation to the history of apply task i's
+// child run; its coordinator cancels it, and its own children in turn.
+func (r *run) cancelChild(ctx context.Context, i, attempt int) {
+	id := r.childID(i, attempt)
+	if err := r.c.bus.PublishFact(context.WithoutCancel(ctx), bus.Outcome{RunID: id, Kind: bus.FactCancel}, id+"/cancel"); err != nil {
+		r.log.Warn("child run not cancelled", "child_run_id", id, "error", err)
 	}
 }
 
@@ -130,8 +152,11 @@ func (r *run) applyProps(i int) (applyProps, error) {
 }
 
 // entry is the run's manifest path inside its bundle.
-func (r *run) entry() string {
-	return cmp.Or(r.rec.Entry, r.rec.Request.Entry, "manifest.yaml")
+func (r *run) entry() string { return r.rec.entry() }
+
+// entry is the run's manifest path inside its bundle.
+func (rec *record) entry() string {
+	return cmp.Or(rec.Entry, rec.Request.Entry, "manifest.yaml")
 }
 
 // chain is the list of manifests from the root to this run.
@@ -169,8 +194,7 @@ func (r *run) reportToParent(ctx context.Context, rejected error) {
 	if !rec.StartedAt.IsZero() && !rec.FinishedAt.IsZero() {
 		o.DurationMS = rec.FinishedAt.Sub(rec.StartedAt).Milliseconds()
 	}
-	rep := rec.report()
-	c := rep.Counts
+	c := rec.Counts
 	switch {
 	case rejected != nil:
 		o.Status, o.Error = bus.TaskFailed, rejected.Error()
@@ -193,6 +217,10 @@ func (r *run) reportToParent(ctx context.Context, rejected error) {
 		o.Status = bus.TaskStable
 		o.Message = fmt.Sprintf("all %d child resources in the desired state", c.Total)
 		r.log.Info("apply: all child resources succeeded", "total", c.Total)
+	}
+	if parent, _, err := loadRecord(ctx, r.c.bus.Runs(), rec.ParentRunID); err == nil && parent.Status.Final() {
+		r.log.Info("parent run has ended; child outcome not sent", "parent_status", parent.Status)
+		return
 	}
 	if err := r.c.bus.PublishOutcome(context.WithoutCancel(ctx), o); err != nil {
 		r.log.Log(ctx, slog.LevelError, "child outcome not delivered to the parent run", "error", err)

@@ -43,24 +43,37 @@ func liveWorkers(ctx context.Context, b *bus.Bus, pool string) ([]string, error)
 // at once. Each child is an apply-like task named after its worker.
 func (r *run) fanOutPlan(ctx context.Context) (*Plan, error) {
 	pool := r.rec.Request.Pool
-	workers, err := liveWorkers(ctx, r.c.bus, pool)
-	if err != nil {
-		return nil, fmt.Errorf("each worker: list workers: %w", err)
+	// The workers are chosen once and kept in the header: a coordinator
+	// resuming the run rebuilds the same plan.
+	workers := r.rec.FanOut
+	if workers == nil {
+		var err error
+		if workers, err = liveWorkers(ctx, r.c.bus, pool); err != nil {
+			return nil, fmt.Errorf("each worker: list workers: %w", err)
+		}
+		r.rec.FanOut = workers
 	}
 	if len(workers) == 0 {
 		return nil, fmt.Errorf("each worker: no live worker in pool %q", pool)
 	}
-	m := &schemas.Manifest{Path: r.rec.Manifest, Ordering: schemas.OrderingGraph}
+	return fanOutPlanOf(r.rec), nil
+}
+
+// fanOutPlanOf is the plan of an each-worker run over the workers its
+// header names.
+func fanOutPlanOf(rec *record) *Plan {
+	workers := rec.FanOut
+	m := &schemas.Manifest{Path: rec.Manifest, Ordering: schemas.OrderingGraph}
 	for _, w := range workers {
 		m.Resources = append(m.Resources, schemas.Resource{Type: "apply", Name: w})
 	}
-	p := &Plan{Manifest: m, Data: r.rec.Request.Data, Requires: make([][]int, len(workers)),
+	p := &Plan{Manifest: m, Data: rec.Request.Data, Requires: make([][]int, len(workers)),
 		Subscribes: make([][]int, len(workers)), After: make([]int, len(workers)),
 		External: map[int][]string{}, ExternalSubscribes: map[int][]string{}}
 	for i := range p.After {
 		p.After[i] = -1
 	}
-	return p, nil
+	return p
 }
 
 // startApply starts the child run of task i: a child manifest for an
@@ -76,17 +89,15 @@ func (r *run) startApply(ctx, spanCtx context.Context, i int) {
 // startPinnedChild starts the child run of an each-worker run's task i:
 // the whole manifest, pinned to worker res.Name.
 func (r *run) startPinnedChild(ctx, spanCtx context.Context, i int) {
-	rec, t := r.rec, r.rec.Tasks[i]
+	rec, t := r.rec, r.m.tasks[i]
 	worker := r.plan.Manifest.Resources[i].Name
 	req := rec.Request
-	req.RunID, req.IdempotencyKey, req.EachWorker, req.PinWorker = childRunID(rec.RunID, i, t.Attempt), "", false, worker
-	t.Child = req.RunID
+	req.RunID, req.IdempotencyKey, req.EachWorker, req.PinWorker = r.childID(i, t.attempt), "", false, worker
 	err := r.c.accept(ctx, spanCtx, req, &childOf{
-		parent: rec, task: i, attempt: t.Attempt, depth: rec.Depth + 1, name: rec.Manifest + "@" + worker,
+		parent: rec, task: i, attempt: t.attempt, depth: rec.Depth + 1, name: rec.Manifest + "@" + worker,
 		chain: r.chain(), maxDepth: rec.MaxDepth,
 	})
 	if err != nil {
-		t.Child = ""
-		r.settle(i, bus.TaskFailed, "", fmt.Sprintf("worker %s: start child run: %v", worker, err))
+		r.childFailed(ctx, i, fmt.Errorf("worker %s: start child run: %w", worker, err))
 	}
 }

@@ -59,7 +59,7 @@ func ListRuns(ctx context.Context, b *bus.Bus, limit int) ([]bus.RunSummary, err
 
 // summary renders the record as one line of a run listing.
 func (rec *record) summary() bus.RunSummary {
-	rep := rec.report()
+	rep := rec.header()
 	c := rep.Counts
 	return bus.RunSummary{
 		RunID: rec.RunID, Manifest: rec.Manifest, Status: string(rec.Status), Noop: rec.Request.Noop,

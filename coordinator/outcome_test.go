@@ -42,7 +42,8 @@ func TestStaleOutcomesAreDropped(t *testing.T) {
 	runID := tb.submit(t, `
 resources:
   - {type: exec, name: a, command: /bin/true, retry: 1}
-  - {type: exec, name: b, command: /bin/true}
+  - {type: exec, name: b, command: /bin/true, require: [exec#a]}
+ordering: graph
 `)
 
 	a := takeTask(t, tasks)

@@ -3,10 +3,12 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/internal/bundle"
 )
 
 // RunStatus is the state of a run.
@@ -81,10 +83,17 @@ type ResourceReport struct {
 	// Extensions.
 	Attempts int    `json:"attempts,omitempty"`
 	Pool     string `json:"pool,omitempty"`
+	// HealthChecks are the results of the resource's health checks.
+	HealthChecks []bus.HealthCheck `json:"health_checks,omitempty"`
+	// ChildRunID is the child run of an apply resource.
+	ChildRunID string `json:"child_run_id,omitempty"`
 }
 
-// record is a run's state in the runs bucket, the source of truth from
-// which the report is built and a run is resumed.
+// record is a run's header in the runs bucket: what the run was asked to
+// do, who drives it and how it stands. It is written when the run starts,
+// when its owner renews the lease and when it ends; its size does not grow
+// with the number of resources (the state of each task is a fold of the
+// run's history; the report of a finished run is in the reports store).
 type record struct {
 	V           int            `json:"v"`
 	RunID       string         `json:"run_id"`
@@ -122,30 +131,13 @@ type record struct {
 	// Session holds the finished resources of the ancestors, by reference
 	// (type#name and type#alias), for a child's cross-manifest references.
 	Session map[string]sessionRef `json:"session,omitempty"`
-	// Stopped is set when fail_on_error stopped dispatching.
-	Stopped    bool         `json:"stopped,omitempty"`
-	QueuedAt   time.Time    `json:"queued_at"`
-	StartedAt  time.Time    `json:"started_at,omitzero"`
-	FinishedAt time.Time    `json:"finished_at,omitzero"`
-	Tasks      []*taskState `json:"tasks"`
-}
-
-type taskState struct {
-	Ref        string         `json:"ref"`
-	Type       string         `json:"type"`
-	Name       string         `json:"name"`
-	Alias      string         `json:"alias,omitempty"`
-	Pool       string         `json:"pool,omitempty"`
-	Status     bus.TaskStatus `json:"status"`
-	Attempt    int            `json:"attempt,omitempty"`
-	Changed    bool           `json:"changed,omitempty"`
-	Refreshed  bool           `json:"refreshed,omitempty"`
-	Message    string         `json:"message,omitempty"`
-	Error      string         `json:"error,omitempty"`
-	DurationMS int64          `json:"duration_ms,omitempty"`
-	Worker     string         `json:"worker,omitempty"`
-	Deadline   time.Time      `json:"deadline,omitzero"`
-	Child      string         `json:"child,omitempty"`
+	// FanOut are the workers of an each-worker run, chosen when it started.
+	FanOut []string `json:"fan_out,omitempty"`
+	// Counts sum the run's resources by status, as of the last write.
+	Counts     Counts    `json:"counts"`
+	QueuedAt   time.Time `json:"queued_at"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
 // sessionRef is an ancestor's finished resource as a child run sees it.
@@ -161,7 +153,7 @@ func loadRecord(ctx context.Context, runs *bus.Bucket, runID string) (*record, u
 		return nil, 0, err
 	}
 	var rec record
-	if err := json.Unmarshal(e.Value, &rec); err != nil {
+	if err := decodeRecord(e.Value, &rec); err != nil {
 		return nil, 0, fmt.Errorf("run %s: corrupt record: %w", runID, err)
 	}
 	return &rec, e.Revision, nil
@@ -173,28 +165,38 @@ func runKey(runID string) string { return "run." + runID }
 // records say.
 const maxReportDepth = 64
 
-// GetReport builds the report of a run from its record, nesting the
-// reports of child runs under their apply resources. It returns an error
+// bundleOpener opens a bundle by reference.
+type bundleOpener func(ctx context.Context, ref string) (*bundle.Bundle, error)
+
+// GetReport builds the report of a run, nesting the reports of child runs
+// under their apply resources: a finished run's from the reports store, a
+// running one's by folding its history over its plan. It returns an error
 // wrapping bus.ErrNotFound for an unknown run.
 func GetReport(ctx context.Context, b *bus.Bus, runID string) (*Report, error) {
-	return getReport(ctx, b.Runs(), runID, 0)
+	return getReport(ctx, b, runID, 0)
 }
 
-func getReport(ctx context.Context, runs *bus.Bucket, runID string, level int) (*Report, error) {
-	rec, _, err := loadRecord(ctx, runs, runID)
+func getReport(ctx context.Context, b *bus.Bus, runID string, level int) (*Report, error) {
+	rec, _, err := loadRecord(ctx, b.Runs(), runID)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", runID, err)
 	}
-	rep := rec.report()
+	rep, err := runReport(ctx, b, rec)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", runID, err)
+	}
 	if level >= maxReportDepth {
 		return rep, nil
 	}
-	for i, t := range rec.Tasks {
-		if t.Child == "" {
+	for i := range rep.Resources {
+		id := rep.Resources[i].ChildRunID
+		if id == "" {
 			continue
 		}
-		child, err := getReport(ctx, runs, t.Child, level+1)
-		if err != nil {
+		child, err := getReport(ctx, b, id, level+1)
+		if errors.Is(err, bus.ErrNotFound) {
+			continue // not started yet
+		} else if err != nil {
 			return nil, err
 		}
 		rep.Resources[i].Child = child
@@ -202,8 +204,69 @@ func getReport(ctx context.Context, runs *bus.Bucket, runID string, level int) (
 	return rep, nil
 }
 
-// report renders the record as a report without child reports.
-func (rec *record) report() *Report {
+// runReport is the report of one run, without child reports.
+func runReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {
+	if rec.Status.Final() {
+		data, err := b.GetReport(ctx, rec.RunID)
+		if errors.Is(err, bus.ErrNotFound) {
+			return rec.header(), nil // rejected before it started
+		} else if err != nil {
+			return nil, err
+		}
+		var rep Report
+		if err := json.Unmarshal(data, &rep); err != nil {
+			return nil, fmt.Errorf("corrupt report: %w", err)
+		}
+		// The header is written after the report: it has the last word.
+		rep.Status, rep.Error = rec.Status, rec.Error
+		return &rep, nil
+	}
+	if rec.Status == RunQueued || rec.Request.EachWorker && rec.FanOut == nil {
+		return rec.header(), nil
+	}
+	return liveReport(ctx, b, rec)
+}
+
+// liveReport folds a running run's history over its plan.
+func liveReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {
+	var p *Plan
+	var err error
+	if rec.Request.EachWorker {
+		p = fanOutPlanOf(rec)
+	} else if p, err = loadPlan(ctx, rec, func(ctx context.Context, ref string) (*bundle.Bundle, error) {
+		data, err := b.GetBundle(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		return bundle.Open(data)
+	}); err != nil {
+		return nil, err
+	}
+	m := newRunMachine(rec, p)
+	m.start()
+	hist, err := b.OpenHistory(ctx, rec.RunID)
+	if err != nil {
+		return nil, err
+	}
+	defer hist.Stop()
+	for seq := uint64(0); seq < hist.Last(); {
+		done := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() { hist.Stop(); close(done) })
+		e, err := hist.Next()
+		stop()
+		if err != nil {
+			return nil, err
+		}
+		seq = e.Seq
+		if e.Err == nil {
+			m.apply(e.Outcome)
+		}
+	}
+	return reportOf(rec, p, m), nil
+}
+
+// header renders the header alone as a report (no resources yet).
+func (rec *record) header() *Report {
 	rep := &Report{
 		RunID:           rec.RunID,
 		Manifest:        rec.Manifest,
@@ -217,7 +280,8 @@ func (rec *record) report() *Report {
 		Pool:            rec.Request.Pool,
 		Coordinator:     rec.Owner,
 		Error:           rec.Error,
-		Resources:       make([]ResourceReport, 0, len(rec.Tasks)),
+		Counts:          rec.Counts,
+		Resources:       []ResourceReport{},
 	}
 	if !rec.StartedAt.IsZero() {
 		t := rec.StartedAt
@@ -226,27 +290,38 @@ func (rec *record) report() *Report {
 		if end.IsZero() {
 			end = time.Now()
 		} else {
-			rep.FinishedAt = &rec.FinishedAt
+			f := rec.FinishedAt
+			rep.FinishedAt = &f
 		}
 		rep.DurationMS = end.Sub(rec.StartedAt).Milliseconds()
 	}
-	for _, t := range rec.Tasks {
-		rep.Counts.Total++
-		switch t.Status {
-		case bus.TaskChanged:
-			rep.Counts.Changed++
-		case bus.TaskStable:
-			rep.Counts.Stable++
-		case bus.TaskFailed:
-			rep.Counts.Failed++
-		case bus.TaskSkipped, bus.TaskCancelled:
-			rep.Counts.Skipped++
+	return rep
+}
+
+// report is the run's report as this coordinator's machine has it.
+func (r *run) report() *Report { return reportOf(r.rec, r.plan, r.m) }
+
+// reportOf renders a run's state as its report (child reports not nested).
+func reportOf(rec *record, p *Plan, m *machine) *Report {
+	rep := rec.header()
+	rep.Counts = m.counts
+	rep.Resources = make([]ResourceReport, 0, len(m.tasks))
+	for i, t := range m.tasks {
+		res := p.Manifest.Resources[i]
+		rr := ResourceReport{
+			Ref: res.Ref(), Type: res.Type, Name: res.Name, Alias: res.Alias, Status: string(t.status),
+			Noop: rec.Request.Noop, Refreshed: t.refreshed, Message: t.message, Error: t.err,
+			DurationMS: t.durationMS, Worker: t.worker, Attempts: t.attempt, Pool: m.pools[i], HealthChecks: t.health,
 		}
-		rep.Resources = append(rep.Resources, ResourceReport{
-			Ref: t.Ref, Type: t.Type, Name: t.Name, Alias: t.Alias, Status: string(t.Status),
-			Noop: rec.Request.Noop, Refreshed: t.Refreshed, Message: t.Message, Error: t.Error,
-			DurationMS: t.DurationMS, Worker: t.Worker, Attempts: t.Attempt, Pool: t.Pool,
-		})
+		if res.Type == "apply" && t.attempt > 0 {
+			rr.ChildRunID = childRunID(rec.RunID, i, t.attempt)
+		}
+		rep.Resources = append(rep.Resources, rr)
 	}
 	return rep
+}
+
+// decodeRecord reads a run header.
+func decodeRecord(data []byte, rec *record) error {
+	return json.Unmarshal(data, rec)
 }

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,30 +21,42 @@ import (
 	"github.com/manifold-run/manifold/schemas"
 )
 
-// maxOutcomeBatch caps how many outcomes are folded into one record write.
-const maxOutcomeBatch = 256
+// maxFactBatch caps how many history facts are folded before the loop
+// carries out their commands.
+const maxFactBatch = 256
 
-// run drives one run. Only its own goroutine touches it.
+// run drives one run: the IO loop around its state machine. Only its own
+// goroutine touches it.
 type run struct {
 	c    *Coordinator
 	rec  *record
 	rev  uint64
 	plan *Plan
+	m    *machine
 	log  *slog.Logger
 
 	span  trace.Span
 	spans map[int]trace.Span
 
-	// Work of the current step, flushed after the record is written.
-	tasks      []bus.Task
-	pendingCtx []context.Context // trace context of each task in tasks
-	events     []bus.Event
+	deadlines deadlineHeap
+	// pending are task publications awaiting the stream's ack.
+	pending []pendingTask
+	// replaying is true while the history written before this coordinator
+	// took the run is folded: its commands were carried out already.
+	replaying bool
+}
+
+type pendingTask struct {
+	task bus.Task
+	ctx  context.Context
+	p    *bus.Pending
 }
 
 // drive takes the run from queued to its end. With resume it continues a
-// run another coordinator left: tasks it had dispatched are published
-// again under the same message ID (the stream drops duplicates; a worker
-// answers a finished one from its record).
+// run another coordinator left: it replays the run's history into a fresh
+// state machine, then publishes again the tasks still in flight under the
+// same message IDs (the stream drops duplicates; a worker answers a
+// finished one from its record).
 func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 	rec := r.rec
 	name := "run " + rec.Manifest
@@ -79,108 +92,369 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 		return
 	}
 	r.plan = plan
-	if fresh := rec.Status == RunQueued || len(rec.Tasks) != len(plan.Manifest.Resources); fresh {
-		rec.Status, rec.StartedAt = RunRunning, time.Now().UTC()
-		rec.Tasks = make([]*taskState, len(plan.Manifest.Resources))
-		for i, res := range plan.Manifest.Resources {
-			rec.Tasks[i] = &taskState{Ref: res.Ref(), Type: res.Type, Name: res.Name, Alias: res.Alias,
-				Pool: cmp.Or(res.Target, rec.Request.Pool), Status: bus.TaskPending}
-			if rec.Request.PinWorker != "" {
-				rec.Tasks[i].Pool = bus.PinnedPool(rec.Request.PinWorker)
-			}
-		}
-		r.events = append(r.events, bus.Event{Kind: bus.EventRunStarted, Total: len(rec.Tasks)})
-		r.log.Info("run started", "resources", len(rec.Tasks), "noop", rec.Request.Noop)
-	} else {
-		r.redispatch(ctx, spanCtx)
-	}
+	r.m = newRunMachine(rec, plan)
 
-	outcomes, err := r.c.bus.OutcomeConsumer(ctx, rec.RunID)
+	hist, err := r.c.bus.OpenHistory(ctx, rec.RunID)
 	if err != nil {
-		r.log.Error("run: no outcome consumer; another coordinator can resume it", "error", err)
+		r.log.Error("run: history not readable; another coordinator can resume it", "error", err)
 		return
 	}
-	deliveries := make(chan *bus.Delivery)
-	pullCtx, stopPull := context.WithCancel(ctx)
-	defer stopPull()
+	facts := make(chan bus.HistoryEntry, maxFactBatch)
+	readCtx, stopRead := context.WithCancel(ctx)
 	go func() {
+		defer close(facts)
 		for {
-			d, err := outcomes.Next(pullCtx)
+			e, err := hist.Next()
 			if err != nil {
 				return
 			}
 			select {
-			case deliveries <- d:
-			case <-pullCtx.Done():
+			case facts <- e:
+			case <-readCtx.Done():
 				return
 			}
 		}
 	}()
+	defer func() { stopRead(); hist.Stop(); for range facts {} }()
 
-	r.schedule(spanCtx)
-	if !r.commit(ctx) {
+	r.replaying = resume
+	if !resume || rec.Status == RunQueued {
+		rec.Status, rec.StartedAt = RunRunning, time.Now().UTC()
+		rec.Counts = r.m.counts
+		if err := r.write(ctx); err != nil {
+			r.leave(ctx, err)
+			return
+		}
+		r.c.event(ctx, rec, bus.Event{Kind: bus.EventRunStarted, Total: len(plan.Manifest.Resources)})
+		r.log.Info("run started", "resources", len(plan.Manifest.Resources), "noop", rec.Request.Noop)
+	}
+	r.exec(ctx, spanCtx, r.m.start())
+	if r.replaying && hist.Last() == 0 {
+		r.caughtUp(ctx, spanCtx)
+	}
+	if !r.flush(ctx) {
 		return
 	}
+
+	renew := time.NewTicker(r.c.cfg.Lease / 3)
+	defer renew.Stop()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	wake := r.c.driving.wakeup(rec.RunID)
-	for !r.done() {
-		timer.Reset(r.nextDeadline())
-		var acks []*bus.Delivery
+	for !r.m.finished {
+		timer.Reset(r.deadlines.next())
 		select {
-		case <-wake: // cancelled elsewhere: the next write finds out
 		case <-ctx.Done():
 			r.handOff()
 			return
-		case d := <-deliveries:
-			acks = append(acks, d)
-			r.handleOutcome(d)
+		case e, ok := <-facts:
+			if !ok {
+				r.log.Error("run: history reading stopped; another coordinator can resume it")
+				return
+			}
+			r.fact(ctx, spanCtx, e, hist.Last())
 		drain:
-			for len(acks) < maxOutcomeBatch {
+			for n := 1; n < maxFactBatch && !r.m.finished; n++ {
 				select {
-				case d := <-deliveries:
-					acks = append(acks, d)
-					r.handleOutcome(d)
+				case e, ok := <-facts:
+					if !ok {
+						break drain
+					}
+					r.fact(ctx, spanCtx, e, hist.Last())
 				default:
 					break drain
 				}
 			}
 		case <-timer.C:
-			r.expire(time.Now())
-		}
-		r.schedule(spanCtx)
-		if !r.commit(ctx) {
-			return
-		}
-		for _, d := range acks {
-			if err := d.Ack(ctx); err != nil {
-				r.log.Warn("outcome ack failed; a redelivery is dropped as stale", "error", err)
+			r.expire(ctx, time.Now())
+		case <-renew.C:
+			rec.Counts = r.m.counts
+			if err := r.write(ctx); err != nil {
+				r.leave(ctx, err)
+				return
 			}
+		}
+		if !r.flush(ctx) {
+			return
 		}
 	}
 	r.finish(ctx)
 }
 
+// fact folds one history entry and carries out what it calls for.
+func (r *run) fact(ctx, spanCtx context.Context, e bus.HistoryEntry, last uint64) {
+	if e.Err != nil {
+		r.log.Warn("history entry dropped: unreadable", "seq", e.Seq, "error", e.Err)
+	} else if e.Outcome.RunID != r.rec.RunID {
+		r.log.Warn("history entry dropped: not of this run", "outcome_run", e.Outcome.RunID, "seq", e.Seq)
+	} else {
+		r.exec(ctx, spanCtx, r.m.apply(e.Outcome))
+	}
+	if r.replaying && e.Seq >= last {
+		r.caughtUp(ctx, spanCtx)
+	}
+}
+
+// caughtUp ends a replay: the tasks still in flight are published again
+// (same message IDs) and child runs not started yet are started.
+func (r *run) caughtUp(ctx, spanCtx context.Context) {
+	r.replaying = false
+	r.log.Info("run history replayed", "done", r.m.done, "total", len(r.m.tasks))
+	r.m.inFlightSegments(func(first, n int) {
+		if r.plan.Manifest.Resources[first].Type == "apply" {
+			t := &r.m.tasks[first]
+			if _, _, err := loadRecord(ctx, r.c.bus.Runs(), r.childID(first, t.attempt)); err == nil {
+				return // the child run is there; its outcome will come
+			}
+			r.startApply(ctx, r.taskSpan(spanCtx, first, true), first)
+			return
+		}
+		r.publish(ctx, spanCtx, first, n, true)
+	})
+}
+
+// exec carries out the machine's commands. While replaying, only what
+// lives in this process (spans) is redone: the rest was done by the
+// coordinator that wrote the history.
+func (r *run) exec(ctx, spanCtx context.Context, cmds []command) {
+	for _, c := range cmds {
+		switch c.kind {
+		case cmdDispatch:
+			if !r.replaying {
+				r.publish(ctx, spanCtx, c.task, c.n, false)
+			}
+		case cmdStartChild:
+			if !r.replaying {
+				r.event(ctx, bus.Event{Kind: bus.EventTaskDispatched, Task: &c.task, Ref: r.ref(c.task)})
+				r.startApply(ctx, r.taskSpan(spanCtx, c.task, false), c.task)
+			}
+		case cmdRetry:
+			t := r.m.tasks[c.task]
+			r.log.Info("resource failed, retrying", "resource", r.ref(c.task), "attempt", t.attempt, "error", t.err)
+			r.endSpan(c.task, t.err)
+		case cmdSettled:
+			r.settled(ctx, c.task)
+		case cmdCancelChild:
+			if !r.replaying {
+				r.cancelChild(ctx, c.task, c.attempt)
+			}
+		case cmdFinish:
+		}
+	}
+}
+
+// publish sends tasks first..first+n-1 as one task message (a segment
+// when n > 1) and sets their deadlines.
+func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) {
+	now := time.Now()
+	task := r.task(first)
+	deadline := now
+	for i := first; i < first+n; i++ {
+		deadline = deadline.Add(r.timeout(i))
+		taskCtx := r.taskSpan(spanCtx, i, resumed)
+		heap.Push(&r.deadlines, deadlineEntry{at: deadline.Add(r.c.cfg.OutcomeGrace), task: i, attempt: r.m.tasks[i].attempt})
+		if i == first {
+			if !resumed {
+				r.event(ctx, bus.Event{Kind: bus.EventTaskDispatched, Task: &i, Ref: r.ref(i)})
+			}
+			spanCtx = taskCtx // the message carries the first task's span
+			continue
+		}
+		t := r.m.tasks[i]
+		item := bus.SegmentItem{Task: i, Attempt: t.attempt, Resource: r.plan.Manifest.Resources[i], Refresh: t.refresh,
+			TimeoutMS: r.timeout(i).Milliseconds(), Traceparent: bus.Traceparent(taskCtx)}
+		task.Segment = append(task.Segment, item)
+	}
+	task.Deadline = deadline.UTC()
+	r.pending = append(r.pending, pendingTask{task: task, ctx: spanCtx, p: r.c.bus.PublishTaskAsync(spanCtx, task)})
+}
+
+// flush waits for the task publications of the step. One that failed is
+// published again (same message ID) until it lands or the run's lease
+// would lapse: then the run is left for another coordinator, which
+// publishes it again after its replay. It returns false when the run was
+// left.
+func (r *run) flush(ctx context.Context) bool {
+	for len(r.pending) > 0 {
+		var failed []pendingTask
+		for _, p := range r.pending {
+			if err := p.p.Wait(ctx); err != nil {
+				if ctx.Err() != nil {
+					r.handOff()
+					return false
+				}
+				r.log.Warn("task not published, publishing again", "resource", p.task.Resource.Ref(), "error", err)
+				failed = append(failed, p)
+			}
+		}
+		r.pending = r.pending[:0]
+		if len(failed) == 0 {
+			return true
+		}
+		if time.Now().Add(writeRetryDelay).After(r.rec.LeaseUntil) {
+			r.log.Error("tasks not published before the lease lapses; leaving the run for recovery", "tasks", len(failed))
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			r.handOff()
+			return false
+		case <-time.After(writeRetryDelay):
+		}
+		for _, p := range failed {
+			r.pending = append(r.pending, pendingTask{task: p.task, ctx: p.ctx, p: r.c.bus.PublishTaskAsync(p.ctx, p.task)})
+		}
+	}
+	return true
+}
+
+// taskSpan starts the span of task i's current attempt.
+func (r *run) taskSpan(ctx context.Context, i int, resumed bool) context.Context {
+	res := r.plan.Manifest.Resources[i]
+	attrs := []attribute.KeyValue{
+		attribute.String("manifold.run_id", r.rec.RunID),
+		attribute.String("manifold.resource.ref", res.Ref()),
+		attribute.String("manifold.resource.type", res.Type),
+		attribute.String("manifold.resource.name", res.Name),
+		attribute.Int("manifold.attempt", r.m.tasks[i].attempt),
+		attribute.String("manifold.pool", r.m.pools[i]),
+	}
+	if resumed {
+		attrs = append(attrs, attribute.Bool("manifold.resumed", true))
+	}
+	spanCtx, span := r.c.tracer.Start(ctx, "resource "+res.Ref(), trace.WithAttributes(attrs...))
+	if old := r.spans[i]; old != nil {
+		old.End()
+	}
+	r.spans[i] = span
+	return spanCtx
+}
+
+// settled reports the end of task i: span, event, log line, metrics.
+func (r *run) settled(ctx context.Context, i int) {
+	t := r.m.tasks[i]
+	res := r.plan.Manifest.Resources[i]
+	r.endSpan(i, t.err)
+	if r.replaying {
+		return
+	}
+	r.c.metrics.taskEnded(res.Type, t.status)
+	r.event(ctx, bus.Event{Kind: bus.EventTaskFinished, Task: &i, Ref: res.Ref(), Status: string(t.status),
+		Outcome: t.status, Message: t.message, Error: t.err, Worker: t.worker, DurationMS: t.durationMS,
+		Done: r.m.done, Total: len(r.m.tasks)})
+	// The next resource of a segment starts on the worker now.
+	if j := i + 1; j < len(r.m.tasks) && r.m.tasks[j].seg == t.seg && r.m.tasks[j].segAttempt == t.segAttempt && r.m.inFlight(j, r.m.tasks[j].attempt) {
+		r.event(ctx, bus.Event{Kind: bus.EventTaskDispatched, Task: &j, Ref: r.ref(j)})
+	}
+	level := slog.LevelInfo
+	if t.status == bus.TaskFailed {
+		level = slog.LevelWarn
+	}
+	if r.log.Enabled(ctx, level) {
+		r.log.Log(ctx, level, "resource "+string(t.status), "resource", res.Ref(), "message", t.message, "error", t.err, "worker", t.worker)
+	}
+}
+
+func (r *run) endSpan(i int, errText string) {
+	span := r.spans[i]
+	if span == nil {
+		return
+	}
+	t := r.m.tasks[i]
+	span.SetAttributes(attribute.String("manifold.status", string(t.status)), attribute.Bool("manifold.changed", t.changed),
+		attribute.Bool("manifold.refreshed", t.refreshed), attribute.String("manifold.worker", t.worker))
+	if errText != "" {
+		span.SetStatus(codes.Error, errText)
+	}
+	span.End()
+	delete(r.spans, i)
+}
+
+// event publishes a progress event without waiting (events hold no state).
+func (r *run) event(ctx context.Context, ev bus.Event) {
+	ev.RunID, ev.RootRunID, ev.Manifest = r.rec.RunID, r.rec.RootRunID, r.rec.Manifest
+	r.c.bus.PublishEventAsync(ctx, ev)
+}
+
+func (r *run) ref(i int) string { return r.plan.Manifest.Resources[i].Ref() }
+
+// expire appends a deadline fact to the history for each task whose
+// deadline (plus grace for the worker's own timeout outcome) passed; the
+// machine fails the task when it reads the fact back, so a resuming
+// coordinator decides the same.
+func (r *run) expire(ctx context.Context, now time.Time) {
+	for len(r.deadlines) > 0 && !r.deadlines[0].at.After(now) {
+		d := heap.Pop(&r.deadlines).(deadlineEntry)
+		if !r.m.inFlight(d.task, d.attempt) {
+			continue
+		}
+		o := bus.Outcome{RunID: r.rec.RunID, Kind: bus.FactDeadline, Task: d.task, Attempt: d.attempt, Ref: r.ref(d.task),
+			Status: bus.TaskFailed, Worker: "coordinator " + r.c.cfg.Name,
+			Error: fmt.Sprintf("no outcome by the task deadline %s: no worker of pool %q finished it in time",
+				d.at.Add(-r.c.cfg.OutcomeGrace).UTC().Format(time.RFC3339), r.m.pools[d.task])}
+		id := bus.TaskMsgID(r.rec.RunID, d.task, d.attempt) + "/deadline"
+		if err := r.c.bus.PublishFact(ctx, o, id); err != nil {
+			r.log.Warn("deadline not recorded; trying again", "resource", o.Ref, "error", err)
+			d.at = now.Add(writeRetryDelay)
+			heap.Push(&r.deadlines, d)
+			return
+		}
+	}
+}
+
+// timeout is task i's execution bound: its own, the request's, or the
+// coordinator's default.
+func (r *run) timeout(i int) time.Duration {
+	if d := r.plan.Manifest.Resources[i].Timeout; d > 0 {
+		return d
+	}
+	return cmp.Or(time.Duration(r.rec.Request.TaskTimeoutMS)*time.Millisecond, r.c.cfg.TaskTimeout)
+}
+
+// task builds the message of task i's current attempt.
+func (r *run) task(i int) bus.Task {
+	rec, t := r.rec, r.m.tasks[i]
+	task := bus.Task{
+		RunID: rec.RunID, RootRunID: rec.RootRunID, Task: i, Attempt: t.attempt, Manifest: rec.Manifest,
+		Resource: r.plan.Manifest.Resources[i], Data: r.plan.Data, Noop: rec.Request.Noop,
+		HealthCheckOnly: rec.Request.HealthCheckOnly, Refresh: t.refresh, Pool: r.m.pools[i],
+		TimeoutMS: r.timeout(i).Milliseconds(), Bundle: rec.Request.Bundle, Entry: r.entry(),
+	}
+	if rec.Request.WorkDir != "" {
+		task.WorkDir = rec.Request.WorkDir
+		if rec.Request.Bundle != "" {
+			task.WorkDir = filepath.Join(rec.Request.WorkDir, filepath.FromSlash(path.Dir(r.entry())))
+		}
+	}
+	return task
+}
+
 // load reads the manifest of the request (inline or from its bundle),
 // enforces allow_apply for child runs and prepares the plan.
 func (r *run) load(ctx context.Context) (*Plan, error) {
-	rec, req := r.rec, r.rec.Request
-	if req.EachWorker {
+	if r.rec.Request.EachWorker {
 		return r.fanOutPlan(ctx)
 	}
+	return loadPlan(ctx, r.rec, r.c.bundle)
+}
+
+// loadPlan rebuilds the plan of a run from its header: the manifest (inline
+// or from the bundle), data and session.
+func loadPlan(ctx context.Context, rec *record, open bundleOpener) (*Plan, error) {
+	req := rec.Request
 	var src []byte
 	name := rec.Manifest
 	switch {
 	case req.Bundle != "":
-		b, err := r.c.bundle(ctx, req.Bundle)
+		b, err := open(ctx, req.Bundle)
 		if err != nil {
 			return nil, err
 		}
-		if src, err = b.Read(r.entry()); err != nil {
+		entry := rec.entry()
+		if src, err = b.Read(entry); err != nil {
 			return nil, fmt.Errorf("bundle %s: %w", req.Bundle, err)
 		}
 		if rec.ParentRunID != "" || req.ManifestName == "" {
-			name = r.entry()
+			name = entry
 		}
 	case req.ManifestYAML != "":
 		src = []byte(req.ManifestYAML)
@@ -208,162 +482,19 @@ func (r *run) load(ctx context.Context) (*Plan, error) {
 	}})
 }
 
-// schedule moves pending tasks on: skips those whose requirements failed,
-// dispatches the ready ones. It loops because a skip can make another task
-// ready.
-func (r *run) schedule(ctx context.Context) {
-	for progress := true; progress; {
-		progress = false
-		for i, t := range r.rec.Tasks {
-			if t.Status != bus.TaskPending || !r.ready(i) {
-				continue
-			}
-			progress = true
-			if reason := r.skipReason(i); reason != "" {
-				r.settle(i, bus.TaskSkipped, reason, "")
-				continue
-			}
-			r.dispatch(ctx, i)
+// newRunMachine builds the state machine of a run from its header and plan.
+func newRunMachine(rec *record, p *Plan) *machine {
+	pools := make([]string, len(p.Manifest.Resources))
+	for i, res := range p.Manifest.Resources {
+		pools[i] = cmp.Or(res.Target, rec.Request.Pool)
+		if rec.Request.PinWorker != "" {
+			pools[i] = bus.PinnedPool(rec.Request.PinWorker)
 		}
 	}
-}
-
-// ready reports whether every task i waits for has ended.
-func (r *run) ready(i int) bool {
-	p := r.plan
-	if a := p.After[i]; a >= 0 && !r.rec.Tasks[a].Status.Final() {
-		return false
-	}
-	for _, deps := range [][]int{p.Requires[i], p.Subscribes[i]} {
-		for _, j := range deps {
-			if !r.rec.Tasks[j].Status.Final() {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// skipReason says why a ready task must not run, or "".
-func (r *run) skipReason(i int) string {
-	if r.rec.Stopped {
-		return "not run: fail_on_error stopped the run after a failure"
-	}
-	status := func(ref string, s bus.TaskStatus) string {
-		switch s {
-		case bus.TaskFailed:
-			return "skipped: " + ref + " failed"
-		case bus.TaskSkipped, bus.TaskCancelled:
-			return "skipped: " + ref + " was skipped"
-		}
-		return ""
-	}
-	for _, deps := range [][]int{r.plan.Requires[i], r.plan.Subscribes[i]} {
-		for _, j := range deps {
-			if why := status(r.rec.Tasks[j].Ref, r.rec.Tasks[j].Status); why != "" {
-				return why
-			}
-		}
-	}
-	for _, ref := range r.plan.External[i] {
-		if why := status(ref, r.rec.Session[ref].Status); why != "" {
-			return why
-		}
-	}
-	return ""
-}
-
-// dispatch queues task i for publication after the next commit.
-func (r *run) dispatch(ctx context.Context, i int) {
-	rec, t := r.rec, r.rec.Tasks[i]
-	res := r.plan.Manifest.Resources[i]
-	refresh := false
-	for _, j := range r.plan.Subscribes[i] {
-		refresh = refresh || rec.Tasks[j].Changed
-	}
-	for _, ref := range r.plan.ExternalSubscribes[i] {
-		refresh = refresh || rec.Session[ref].Changed
-	}
-	timeout := r.timeout(i)
-	t.Attempt++
-	t.Status = bus.TaskDispatched
-	t.Refreshed = refresh
-	t.Deadline = time.Now().Add(timeout).UTC()
-	spanCtx, span := r.c.tracer.Start(ctx, "resource "+t.Ref, trace.WithAttributes(
-		attribute.String("manifold.run_id", rec.RunID),
-		attribute.String("manifold.resource.ref", t.Ref),
-		attribute.String("manifold.resource.type", t.Type),
-		attribute.String("manifold.resource.name", t.Name),
-		attribute.Int("manifold.attempt", t.Attempt),
-		attribute.String("manifold.pool", t.Pool),
-	))
-	if old := r.spans[i]; old != nil {
-		old.End()
-	}
-	r.spans[i] = span
-	r.events = append(r.events, bus.Event{Kind: bus.EventTaskDispatched, Task: &i, Ref: t.Ref})
-	if res.Type == "apply" {
-		// The child run's own tasks have deadlines; the apply waits for
-		// the child, however long it takes.
-		t.Deadline = time.Time{}
-		r.startApply(ctx, spanCtx, i)
-		return
-	}
-	r.tasks = append(r.tasks, r.task(i))
-	r.pendingCtx = append(r.pendingCtx, spanCtx)
-}
-
-// timeout is task i's execution bound: its own, the request's, or the
-// coordinator's default.
-func (r *run) timeout(i int) time.Duration {
-	if d := r.plan.Manifest.Resources[i].Timeout; d > 0 {
-		return d
-	}
-	return cmp.Or(time.Duration(r.rec.Request.TaskTimeoutMS)*time.Millisecond, r.c.cfg.TaskTimeout)
-}
-
-// task builds the message of task i's current attempt.
-func (r *run) task(i int) bus.Task {
-	rec, t := r.rec, r.rec.Tasks[i]
-	task := bus.Task{
-		RunID: rec.RunID, RootRunID: rec.RootRunID, Task: i, Attempt: t.Attempt, Manifest: rec.Manifest,
-		Resource: r.plan.Manifest.Resources[i], Data: r.plan.Data, Noop: rec.Request.Noop,
-		HealthCheckOnly: rec.Request.HealthCheckOnly, Refresh: t.Refreshed, Pool: t.Pool,
-		TimeoutMS: r.timeout(i).Milliseconds(), Deadline: t.Deadline, Bundle: rec.Request.Bundle, Entry: r.entry(),
-	}
-	if rec.Request.WorkDir != "" {
-		task.WorkDir = rec.Request.WorkDir
-		if rec.Request.Bundle != "" {
-			task.WorkDir = filepath.Join(rec.Request.WorkDir, filepath.FromSlash(path.Dir(r.entry())))
-		}
-	}
-	return task
-}
-
-// redispatch, on resume, publishes again the tasks the previous owner had
-// dispatched (same message IDs), and restarts child runs it had not
-// recorded yet.
-func (r *run) redispatch(ctx, spanCtx context.Context) {
-	for i, t := range r.rec.Tasks {
-		if t.Status != bus.TaskDispatched && t.Status != bus.TaskRunning {
-			continue
-		}
-		taskCtx, span := r.c.tracer.Start(spanCtx, "resource "+t.Ref, trace.WithAttributes(
-			attribute.String("manifold.run_id", r.rec.RunID), attribute.String("manifold.resource.ref", t.Ref),
-			attribute.Int("manifold.attempt", t.Attempt), attribute.Bool("manifold.resumed", true)))
-		r.spans[i] = span
-		if t.Type == "apply" {
-			if t.Child != "" {
-				if _, _, err := loadRecord(ctx, r.c.bus.Runs(), t.Child); err == nil {
-					continue // the child run is there; its outcome will come
-				}
-			}
-			r.startApply(ctx, taskCtx, i)
-			continue
-		}
-		r.tasks = append(r.tasks, r.task(i))
-		r.pendingCtx = append(r.pendingCtx, taskCtx)
-	}
+	return newMachine(p, pools, func(ref string) (sessionRef, bool) {
+		s, ok := rec.Session[ref]
+		return s, ok
+	})
 }
 
 // handOff releases the run's lease when this coordinator stops, so a
@@ -383,169 +514,31 @@ func (r *run) handOff() {
 	r.log.Info("run handed off: coordinator stopping; another coordinator resumes it")
 }
 
-// handleOutcome folds one outcome delivery into the record. Stale outcomes
-// (an earlier attempt, a task already settled) are dropped.
-func (r *run) handleOutcome(d *bus.Delivery) {
-	var o bus.Outcome
-	if err := bus.Decode(d.Data(), &o); err != nil {
-		r.log.Warn("outcome dropped: unreadable", "error", err)
-		return
-	}
-	if o.RunID != r.rec.RunID || o.Task < 0 || o.Task >= len(r.rec.Tasks) {
-		r.log.Warn("outcome dropped: not of this run", "outcome_run", o.RunID, "task", o.Task)
-		return
-	}
-	t := r.rec.Tasks[o.Task]
-	// Only a task waiting for its outcome takes one: a pending task (never
-	// dispatched, or failed and waiting for its retry) has no current
-	// attempt, and a settled one has had its answer.
-	if (t.Status != bus.TaskDispatched && t.Status != bus.TaskRunning) || o.Attempt != t.Attempt {
-		r.log.Debug("stale outcome dropped", "resource", t.Ref, "attempt", o.Attempt, "current", t.Attempt)
-		return
-	}
-	t.Worker, t.DurationMS, t.Changed = o.Worker, o.DurationMS, o.Changed
-	t.Refreshed = o.Refreshed
-	status := o.Status
-	switch status {
-	case bus.TaskChanged, bus.TaskStable, bus.TaskSkipped:
-	case bus.TaskFailed:
-		if res := r.plan.Manifest.Resources[o.Task]; t.Attempt <= res.Retry {
-			r.log.Info("resource failed, retrying", "resource", t.Ref, "attempt", t.Attempt, "error", o.Error)
-			r.endSpan(o.Task, o.Error)
-			t.Status = bus.TaskPending // schedule dispatches the next attempt
-			return
-		}
-	default:
-		status, o.Error = bus.TaskFailed, fmt.Sprintf("worker reported unknown status %q", o.Status)
-	}
-	r.settle(o.Task, status, o.Message, o.Error)
-}
-
-// settle ends task i with status, recording what happened.
-func (r *run) settle(i int, status bus.TaskStatus, message, errText string) {
-	t := r.rec.Tasks[i]
-	t.Status, t.Message, t.Error = status, message, errText
-	if status != bus.TaskChanged {
-		t.Changed = false
-	}
-	if status == bus.TaskFailed && r.plan.Manifest.FailOnError {
-		r.rec.Stopped = true
-	}
-	r.endSpan(i, errText)
-	r.c.metrics.taskEnded(t.Type, status)
-	done := 0
-	for _, x := range r.rec.Tasks {
-		if x.Status.Final() {
-			done++
-		}
-	}
-	r.events = append(r.events, bus.Event{Kind: bus.EventTaskFinished, Task: &i, Ref: t.Ref, Status: string(status),
-		Outcome: status, Message: message, Error: errText, Worker: t.Worker, DurationMS: t.DurationMS,
-		Done: done, Total: len(r.rec.Tasks)})
-	level := slog.LevelInfo
-	if status == bus.TaskFailed {
-		level = slog.LevelWarn
-	}
-	r.log.Log(context.Background(), level, "resource "+string(status), "resource", t.Ref, "message", message, "error", errText, "worker", t.Worker)
-}
-
-func (r *run) endSpan(i int, errText string) {
-	span := r.spans[i]
-	if span == nil {
-		return
-	}
-	t := r.rec.Tasks[i]
-	span.SetAttributes(attribute.String("manifold.status", string(t.Status)), attribute.Bool("manifold.changed", t.Changed),
-		attribute.Bool("manifold.refreshed", t.Refreshed), attribute.String("manifold.worker", t.Worker))
-	if errText != "" {
-		span.SetStatus(codes.Error, errText)
-	}
-	span.End()
-	delete(r.spans, i)
-}
-
-// expire fails dispatched tasks whose deadline (plus grace for the worker's
-// own timeout outcome) has passed.
-func (r *run) expire(now time.Time) {
-	for i, t := range r.rec.Tasks {
-		if (t.Status == bus.TaskDispatched || t.Status == bus.TaskRunning) && !t.Deadline.IsZero() && now.After(t.Deadline.Add(r.c.cfg.OutcomeGrace)) {
-			r.settle(i, bus.TaskFailed, "", fmt.Sprintf("no outcome by the task deadline %s: no worker of pool %q finished it in time",
-				t.Deadline.Format(time.RFC3339), t.Pool))
-		}
-	}
-}
-
-// nextDeadline returns how long until the earliest task deadline (plus
-// grace) passes.
-func (r *run) nextDeadline() time.Duration {
-	next := r.c.cfg.Lease / 3 // renew the lease at least this often
-	for _, t := range r.rec.Tasks {
-		if (t.Status == bus.TaskDispatched || t.Status == bus.TaskRunning) && !t.Deadline.IsZero() {
-			next = min(next, time.Until(t.Deadline.Add(r.c.cfg.OutcomeGrace)))
-		}
-	}
-	return max(next, time.Millisecond)
-}
-
-func (r *run) done() bool {
-	for _, t := range r.rec.Tasks {
-		if !t.Status.Final() {
-			return false
-		}
-	}
-	return true
-}
-
-// commit writes the record (compare and swap), then publishes the tasks and
-// events of the step. It returns false when the run must be left: the
-// record could not be written, or another coordinator owns it now.
-func (r *run) commit(ctx context.Context) bool {
-	if err := r.write(ctx); err != nil {
-		r.leave(ctx, err)
-		return false
-	}
-	for k, task := range r.tasks {
-		if err := r.c.bus.PublishTask(r.pendingCtx[k], task); err != nil {
-			// The record says dispatched: the deadline fails the task if the
-			// publication is lost for good.
-			r.log.Error("task not published", "resource", task.Resource.Ref(), "error", err)
-		}
-	}
-	for _, ev := range r.events {
-		r.c.event(ctx, r.rec, ev)
-	}
-	r.tasks, r.pendingCtx, r.events = r.tasks[:0], r.pendingCtx[:0], r.events[:0]
-	return true
-}
-
-// leave stops driving the run after its record could not be written,
-// saying why: it was cancelled, another coordinator took it over, or the
-// bus failed (then the lease lapses and a coordinator resumes it).
+// leave stops driving the run after its header could not be written,
+// saying why: another coordinator took it over, or the bus failed (then
+// the lease lapses and a coordinator resumes it).
 func (r *run) leave(ctx context.Context, err error) {
 	if !errors.Is(err, bus.ErrRevisionMismatch) {
-		r.log.Error("run record not written; leaving the run for recovery", "error", err)
+		r.log.Error("run header not written; leaving the run for recovery", "error", err)
 		return
 	}
 	rec, _, lerr := loadRecord(ctx, r.c.bus.Runs(), r.rec.RunID)
 	switch {
 	case lerr != nil:
-		r.log.Error("run record changed under this coordinator and cannot be read", "error", lerr)
-	case rec.Status == RunCancelled:
-		r.log.Info("run cancelled: stopped driving it")
-		r.span.SetAttributes(attribute.String("manifold.status", string(RunCancelled)))
-		if derr := r.c.bus.DeleteOutcomeConsumer(context.WithoutCancel(ctx), rec.RunID); derr != nil {
-			r.log.Warn("outcome consumer not removed (it expires when idle)", "error", derr)
-		}
+		r.log.Error("run header changed under this coordinator and cannot be read", "error", lerr)
+	case rec.Status.Final():
+		r.log.Info("run ended elsewhere: stopped driving it", "status", rec.Status)
 		r.deactivate(ctx)
 	default:
 		r.log.Info("run taken over by another coordinator", "owner", rec.Owner)
 	}
 }
 
-// writeRetryDelay is the pause between attempts of a run record write
-// that got no answer.
+// writeRetryDelay is the pause between attempts of a write that got no
+// answer.
 const writeRetryDelay = 200 * time.Millisecond
 
+// write stores the run's header (compare and swap), renewing the lease.
 func (r *run) write(ctx context.Context) error {
 	held := r.rec.LeaseUntil // the claim this write renews
 	r.rec.LeaseUntil = time.Now().Add(r.c.cfg.Lease).UTC()
@@ -566,7 +559,7 @@ func (r *run) write(ctx context.Context) error {
 		if errors.Is(err, bus.ErrRevisionMismatch) || time.Now().Add(writeRetryDelay).After(held) {
 			return err
 		}
-		r.log.Warn("run record not written, retrying", "error", err)
+		r.log.Warn("run header not written, retrying", "error", err)
 		select {
 		case <-ctx.Done():
 			return err
@@ -575,38 +568,47 @@ func (r *run) write(ctx context.Context) error {
 	}
 }
 
-// finish ends a run whose tasks have all ended.
+// finish ends a run whose tasks have all ended: the report is stored,
+// then the header says how it ended, then the history is removed and the
+// run_finished event tells followers.
 func (r *run) finish(ctx context.Context) {
 	rec := r.rec
 	rec.Status, rec.FinishedAt = RunSucceeded, time.Now().UTC()
-	failed := 0
-	for _, t := range rec.Tasks {
-		if t.Status == bus.TaskFailed {
-			failed++
-		}
-	}
-	if failed > 0 {
+	rec.Counts = r.m.counts
+	switch {
+	case r.m.cancelled:
+		rec.Status, rec.Error = RunCancelled, "cancelled"
+	case r.m.counts.Failed > 0:
 		rec.Status = RunFailed
-		rec.Error = fmt.Sprintf("%d of %d resources failed", failed, len(rec.Tasks))
+		rec.Error = fmt.Sprintf("%d of %d resources failed", r.m.counts.Failed, r.m.counts.Total)
 		r.span.SetStatus(codes.Error, rec.Error)
 	}
 	r.span.SetAttributes(attribute.String("manifold.status", string(rec.Status)))
-	r.c.metrics.runEnded(rec.Status)
-	rep := rec.report()
-	r.events = append(r.events, bus.Event{Kind: bus.EventRunFinished, Status: string(rec.Status), Error: rec.Error,
-		Done: rep.Counts.Total, Total: rep.Counts.Total, DurationMS: rep.DurationMS})
-	if !r.commit(ctx) {
+	rep := r.report()
+	data, err := json.Marshal(rep)
+	if err == nil {
+		err = r.c.bus.PutReport(ctx, rec.RunID, data)
+	}
+	if err != nil {
+		r.log.Error("report not stored; leaving the run for recovery", "error", err)
 		return
 	}
+	if err := r.write(ctx); err != nil {
+		r.leave(ctx, err)
+		return
+	}
+	r.c.metrics.runEnded(rec.Status)
+	if err := r.c.bus.PurgeHistory(context.WithoutCancel(ctx), rec.RunID); err != nil {
+		r.log.Warn("history not removed (it expires)", "error", err)
+	}
+	r.c.event(ctx, rec, bus.Event{Kind: bus.EventRunFinished, Status: string(rec.Status), Error: rec.Error,
+		Done: rep.Counts.Total, Total: rep.Counts.Total, DurationMS: rep.DurationMS})
 	// End the run span before the parent hears of it (and ends its apply
 	// resource's span), so the child never outlasts its parent in a trace.
 	// Ending again on return is a no-op.
 	r.span.End()
 	r.reportToParent(ctx, nil)
 	r.deactivate(ctx)
-	if err := r.c.bus.DeleteOutcomeConsumer(context.WithoutCancel(ctx), rec.RunID); err != nil {
-		r.log.Warn("outcome consumer not removed (it expires when idle)", "error", err)
-	}
 	r.log.Info("run finished", "status", rec.Status, "changed", rep.Counts.Changed, "failed", rep.Counts.Failed,
 		"skipped", rep.Counts.Skipped, "duration_ms", rep.DurationMS)
 }
@@ -619,13 +621,15 @@ func (r *run) finishRejected(ctx context.Context, err error) {
 	r.span.SetStatus(codes.Error, msg)
 	r.c.metrics.runEnded(RunFailed)
 	r.log.Warn("run rejected", "error", strings.ReplaceAll(msg, "\n", "; "))
-	r.events = append(r.events, bus.Event{Kind: bus.EventRunRejected, Error: msg},
-		bus.Event{Kind: bus.EventRunFinished, Status: string(RunFailed), Error: msg})
-	if r.commit(ctx) {
-		r.span.End()
-		r.reportToParent(ctx, err)
-		r.deactivate(ctx)
+	if werr := r.write(ctx); werr != nil {
+		r.leave(ctx, werr)
+		return
 	}
+	r.c.event(ctx, rec, bus.Event{Kind: bus.EventRunRejected, Error: msg})
+	r.c.event(ctx, rec, bus.Event{Kind: bus.EventRunFinished, Status: string(RunFailed), Error: msg})
+	r.span.End()
+	r.reportToParent(ctx, err)
+	r.deactivate(ctx)
 }
 
 // deactivate removes the run's mark of an unfinished run.
@@ -633,4 +637,33 @@ func (r *run) deactivate(ctx context.Context) {
 	if err := r.c.bus.Runs().Delete(context.WithoutCancel(ctx), activeKey(r.rec.RunID)); err != nil {
 		r.log.Warn("active mark not removed; coordinators will skip the finished run", "error", err)
 	}
+}
+
+// deadlineEntry is a task attempt's deadline (grace included).
+type deadlineEntry struct {
+	at      time.Time
+	task    int
+	attempt int
+}
+
+// deadlineHeap orders deadlines, earliest first.
+type deadlineHeap []deadlineEntry
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadlineEntry)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// next is how long until the earliest deadline passes (an hour when none).
+func (h deadlineHeap) next() time.Duration {
+	if len(h) == 0 {
+		return time.Hour
+	}
+	return max(time.Until(h[0].at), time.Millisecond)
 }

@@ -107,9 +107,10 @@ func TestPermissionNames(t *testing.T) {
 	setNATSEnv(t)
 	m, err := conf.ParseFile(filepath.Join("nats", "accounts.conf"))
 	require.NoError(t, err)
-	streams := []string{bus.StreamRuns, bus.StreamTasks, bus.StreamOutcomes, bus.StreamEvents,
-		"KV_" + bus.BucketRuns, "KV_" + bus.BucketWorkers, "KV_" + bus.BucketResults, "OBJ_" + bus.BucketBundles}
-	buckets := []string{bus.BucketRuns, bus.BucketWorkers, bus.BucketResults, bus.BucketBundles}
+	streams := []string{bus.StreamRuns, bus.StreamTasks, bus.StreamHistory, bus.StreamEvents,
+		"KV_" + bus.BucketRuns, "KV_" + bus.BucketWorkers, "KV_" + bus.BucketResults, "OBJ_" + bus.BucketBundles,
+		"OBJ_" + bus.BucketReports}
+	buckets := []string{bus.BucketRuns, bus.BucketWorkers, bus.BucketResults, bus.BucketBundles, bus.BucketReports}
 	manifoldSubjects := []string{bus.SubjectRunSubmit, bus.SubjectAPIPrefix + ".>", bus.SubjectTasksAll,
 		bus.SubjectOutcomesAll, bus.SubjectEventsAll, bus.SubjectControlPrefix + ".*.cancel", bus.SubjectPrefix + ".>"}
 	// $JS.API.<...>.<STREAM>[.rest], $JS.ACK.[<domain>.<hash>.]<STREAM>.>, $JS.FC.<STREAM>.>

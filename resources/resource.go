@@ -55,6 +55,10 @@ type Env struct {
 	// WorkDir is the directory relative paths resolve against; empty means
 	// the process's working directory.
 	WorkDir string
+	// Root is the directory relative paths must not leave (the manifest
+	// bundle's root; a child manifest's sources may reach its parent's
+	// files in the bundle). Empty means WorkDir.
+	Root string
 	// Runner runs system commands; tests replace it with recorded outputs.
 	Runner CommandRunner
 	// Logger carries run, resource and manifest attributes.

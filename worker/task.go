@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -25,9 +27,14 @@ func resultKey(t bus.Task) string {
 	return t.RunID + "." + strconv.Itoa(t.Task) + "." + strconv.Itoa(t.Attempt)
 }
 
-// handle executes one delivered task and answers it: outcome recorded,
-// then published, then the task acked. A task whose outcome was recorded
-// by an earlier delivery is answered from the record without executing.
+// handle executes one delivered task and answers it. A segment task
+// (ordering: manifest) holds several resources: each is executed in order
+// and answered by its own outcome as it finishes; a failed or skipped one
+// ends the segment and the rest are given back unexecuted (one
+// FactReleased outcome), so the coordinator decides on them again. Each
+// outcome is recorded, then published; the task is acked once every
+// outcome is durable. A resource whose outcome was recorded by an earlier
+// delivery is answered from the record without executing.
 func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	var task bus.Task
 	if err := bus.Decode(d.Data(), &task); err != nil {
@@ -35,32 +42,78 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		_ = d.Term(err.Error())
 		return
 	}
-	ref := task.Resource.Ref()
-	log := w.log.With("run_id", task.RunID, "resource", ref, "manifest", task.Manifest, "attempt", task.Attempt, "delivery", d.Attempt)
-	final := context.WithoutCancel(ctx)
-	key := resultKey(task)
-
-	if !w.claim(task.MsgID(), ref) {
+	log := w.log.With("run_id", task.RunID, "manifest", task.Manifest, "delivery", d.Attempt)
+	if !w.claim(task.MsgID(), task.Resource.Ref()) {
 		// Not acked, not nak'd: the running delivery's ack settles the
 		// message, or a later redelivery is answered from the record.
-		log.Warn("redelivered task is still running on this worker; not run twice")
+		log.Warn("redelivered task is still running on this worker; not run twice", "resource", task.Resource.Ref())
 		return
 	}
-	defer w.track(task.MsgID(), ref, false)
+	defer w.track(task.MsgID(), task.Resource.Ref(), false)
+	final := context.WithoutCancel(ctx)
+	stopProgress := w.progress(ctx, d)
+	defer stopProgress()
 
-	if e, err := w.bus.Results().Get(ctx, key); err == nil {
-		var o bus.Outcome
-		if json.Unmarshal(e.Value, &o) == nil {
-			o.Replayed, o.Delivery = true, d.Attempt
-			log.Info("redelivered task answered from its recorded outcome", "status", o.Status)
-			w.answer(final, d, o, log)
+	items := make([]bus.Task, 0, 1+len(task.Segment))
+	first := task
+	first.Segment = nil
+	items = append(items, first)
+	for _, it := range task.Segment {
+		t := first
+		t.Task, t.Attempt, t.Resource, t.Refresh, t.TimeoutMS = it.Task, it.Attempt, it.Resource, it.Refresh, it.TimeoutMS
+		items = append(items, t)
+	}
+	var pending []*bus.Pending
+	for k, item := range items {
+		traceCtx := d.Ctx
+		if k > 0 {
+			traceCtx = bus.WithTraceparent(context.Background(), task.Segment[k-1].Traceparent)
+			// Each resource of a segment has its own bound, within the
+			// segment's deadline.
+			if dl := time.Now().Add(item.Timeout()); item.Deadline.IsZero() || dl.Before(item.Deadline) {
+				item.Deadline = dl
+			}
+		} else if len(items) > 1 {
+			if dl := time.Now().Add(item.Timeout()); dl.Before(item.Deadline) {
+				item.Deadline = dl
+			}
+		}
+		ilog := w.log.With("run_id", item.RunID, "resource", item.Resource.Ref(), "manifest", item.Manifest,
+			"attempt", item.Attempt, "delivery", d.Attempt)
+		o, released := w.handleOne(ctx, traceCtx, d, item, ilog)
+		if released {
+			return // the worker is stopping: the whole task goes to another worker
+		}
+		pending = append(pending, w.record(final, item, o, ilog)...)
+		if o.Status == bus.TaskFailed || o.Status == bus.TaskSkipped {
+			break // the coordinator takes the rest back and decides on them again
+		}
+	}
+	for _, p := range pending {
+		if err := p.Wait(final); err != nil {
+			log.Error("outcome not published; the task will be redelivered", "error", err)
+			_ = d.Nak(time.Second)
 			return
 		}
 	}
+	if err := d.Ack(final); err != nil {
+		log.Warn("task ack failed; the redelivery is answered from the record", "error", err)
+	}
+}
 
+// handleOne executes one resource of a task, or answers it from its
+// record. released is true when the worker's shutdown interrupted it.
+func (w *Worker) handleOne(ctx, traceCtx context.Context, d *bus.Delivery, task bus.Task, log *slog.Logger) (o bus.Outcome, released bool) {
+	ref := task.Resource.Ref()
+	if e, err := w.bus.Results().Get(ctx, resultKey(task)); err == nil {
+		if json.Unmarshal(e.Value, &o) == nil {
+			o.Replayed, o.Delivery = true, d.Attempt
+			log.Info("redelivered task answered from its recorded outcome", "status", o.Status)
+			return o, false
+		}
+	}
 	w.metrics.started(task.Pool, d.Attempt)
-	stopProgress := w.progress(ctx, d)
-	spanCtx, span := w.tracer.Start(d.Ctx, "execute "+ref, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+	_, span := w.tracer.Start(traceCtx, "execute "+ref, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
 		attribute.String("manifold.run_id", task.RunID),
 		attribute.String("manifold.root_run_id", task.RootRunID),
 		attribute.String("manifold.resource.ref", ref),
@@ -73,15 +126,15 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		attribute.String("manifold.worker", w.cfg.Name),
 		attribute.String("manifold.pool", task.Pool),
 	))
-	log = log.With("trace_id", span.SpanContext().TraceID().String(), "span_id", span.SpanContext().SpanID().String())
+	if log.Enabled(ctx, slog.LevelError) {
+		log = log.With("trace_id", span.SpanContext().TraceID().String(), "span_id", span.SpanContext().SpanID().String())
+	}
 	start := time.Now()
 	execCtx, cancel := context.WithCancelCause(ctx)
 	untrack := w.trackCancel(task.RunID, task.MsgID(), cancel)
-	o := w.execute(trace.ContextWithSpan(execCtx, span), task, log)
+	o = w.execute(trace.ContextWithSpan(execCtx, span), task, log)
 	untrack()
 	cancel(nil)
-	_ = spanCtx
-	stopProgress()
 	o.V, o.RunID, o.Task, o.Attempt, o.Ref = bus.Version, task.RunID, task.Task, task.Attempt, ref
 	o.Worker, o.Delivery, o.DurationMS = w.cfg.Name, d.Attempt, time.Since(start).Milliseconds()
 	if errors.Is(context.Cause(ctx), errStopping) && o.Status == bus.TaskFailed {
@@ -92,7 +145,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		w.metrics.finished(task.Pool, task.Resource.Type, o)
 		log.Warn("task interrupted by shutdown; released for another worker")
 		_ = d.Nak(0)
-		return
+		return o, true
 	}
 	span.SetAttributes(attribute.String("manifold.status", string(o.Status)), attribute.Bool("manifold.changed", o.Changed),
 		attribute.Bool("manifold.refreshed", o.Refreshed))
@@ -101,31 +154,28 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	}
 	span.End()
 	w.metrics.finished(task.Pool, task.Resource.Type, o)
-
-	if data, err := json.Marshal(o); err == nil {
-		if _, err := w.bus.Results().Put(final, key, data); err != nil {
-			log.Warn("outcome not recorded; a redelivery would run the task again", "error", err)
-		}
-	}
-	w.answer(final, d, o, log)
+	return o, false
 }
 
-// answer publishes the outcome and acks the task once the outcome is
-// durable; if publishing fails the task is left unacked for redelivery.
-func (w *Worker) answer(ctx context.Context, d *bus.Delivery, o bus.Outcome, log *slog.Logger) {
-	if err := w.bus.PublishOutcome(ctx, o); err != nil {
-		log.Error("outcome not published; the task will be redelivered", "error", err)
-		_ = d.Nak(time.Second)
-		return
+// record stores a resource's outcome in the results bucket, then
+// publishes it, without waiting: the returned publications are waited for
+// before the task is acked.
+func (w *Worker) record(ctx context.Context, task bus.Task, o bus.Outcome, log *slog.Logger) []*bus.Pending {
+	var ps []*bus.Pending
+	if !o.Replayed {
+		if data, err := json.Marshal(o); err == nil {
+			ps = append(ps, w.bus.PutResultAsync(ctx, resultKey(task), data))
+		}
 	}
-	if err := d.Ack(ctx); err != nil {
-		log.Warn("task ack failed; the redelivery is answered from the record", "error", err)
-	}
+	ps = append(ps, w.bus.PublishOutcomeAsync(ctx, o))
 	lvl := slog.LevelInfo
 	if o.Status == bus.TaskFailed {
 		lvl = slog.LevelWarn
 	}
-	log.Log(ctx, lvl, "task "+string(o.Status), "message", short(o.Message, 200), "error", o.Error, "duration_ms", o.DurationMS)
+	if log.Enabled(ctx, lvl) {
+		log.Log(ctx, lvl, "task "+string(o.Status), "message", short(o.Message, 200), "error", o.Error, "duration_ms", o.DurationMS)
+	}
+	return ps
 }
 
 // progress tells the server the task is being worked on, so a live
@@ -177,7 +227,11 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 			return bus.Outcome{Status: bus.TaskSkipped, Message: why}
 		}
 	}
-	if task.HealthCheckOnly {
+	checks, err := resources.ParseHealthChecks(task.Resource.HealthChecks, scope)
+	if err != nil {
+		return fail("%s: health_checks: %v", ref, err)
+	}
+	if task.HealthCheckOnly && len(checks) == 0 {
 		return bus.Outcome{Status: bus.TaskStable, Message: "health-check-only: resource not checked (no health checks declared)"}
 	}
 	spec, err := resources.RenderSpec(task.Resource, scope)
@@ -193,10 +247,21 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 		return fail("%s: %v", ref, err)
 	}
 	defer cleanup()
-	env := &resources.Env{Refresh: task.Refresh, Noop: task.Noop, WorkDir: workDir, Runner: tracingRunner{w.cfg.Runner}, Logger: log}
+	root := workDir
+	if task.Entry != "" && workDir != "" {
+		for d := path.Dir(task.Entry); d != "." && d != "/"; d = path.Dir(d) {
+			root = filepath.Dir(root)
+		}
+	}
+	env := &resources.Env{Refresh: task.Refresh, Noop: task.Noop, WorkDir: workDir, Root: root, Runner: tracingRunner{w.cfg.Runner}, Logger: log,
+		HealthChecks: checks, HealthCheckOnly: task.HealthCheckOnly}
 	out := resources.Execute(ctx, res, env)
 	o := bus.Outcome{Status: bus.TaskStatus(out.Status), Changed: out.Changed, Refreshed: out.Refreshed,
 		Message: out.Message, Diff: out.Diff}
+	for _, hc := range out.HealthChecks {
+		o.HealthChecks = append(o.HealthChecks, bus.HealthCheck{Name: hc.Name, Status: string(hc.Status), Output: hc.Output,
+			Tries: hc.Tries, Ignored: hc.Ignored})
+	}
 	if out.Err != nil {
 		o.Status, o.Error = bus.TaskFailed, out.Err.Error()
 		if cause := context.Cause(ctx); cause != nil && errors.Is(out.Err, context.DeadlineExceeded) {

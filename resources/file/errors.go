@@ -6,7 +6,7 @@ var (
 	// ErrSourceOutside is the error of a source that resolves outside the
 	// manifest's directory (a ".." escape, an absolute path elsewhere, or a
 	// symbolic link leading out).
-	ErrSourceOutside = errors.New("source must stay inside the manifest's directory")
+	ErrSourceOutside = errors.New("source must stay inside the manifest bundle")
 	// ErrSymlink is the error of a symbolic link at a path managed without
 	// content (attribute-only, or ensure directory) while links are managed:
 	// changing it would change the link's target. Set links: follow to

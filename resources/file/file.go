@@ -144,9 +144,6 @@ func (f *File) Validate() error {
 	default:
 		return fmt.Errorf("links %q: must be manage or follow", f.Links)
 	}
-	if f.Source != "" && !filepath.IsAbs(f.Source) && !filepath.IsLocal(f.Source) {
-		return fmt.Errorf("source %q: %w", f.Source, ErrSourceOutside)
-	}
 	if _, _, err := parseMode(f.Mode); err != nil {
 		return err
 	}
@@ -189,11 +186,11 @@ func (f *File) present(env *resources.Env, apply bool) (resources.Result, error)
 	case f.Content != nil:
 		content = []byte(*f.Content)
 	case f.Source != "":
-		workDir := ""
+		root, workDir := "", ""
 		if env != nil {
-			workDir = env.WorkDir
+			root, workDir = env.Root, env.WorkDir
 		}
-		if content, err = readSource(workDir, f.Source); err != nil {
+		if content, err = readSource(root, workDir, f.Source); err != nil {
 			return resources.Result{}, fmt.Errorf("source %s: %w", f.Source, err)
 		}
 	}

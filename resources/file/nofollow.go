@@ -92,22 +92,25 @@ func readNoFollow(path string, checked fs.FileInfo) ([]byte, error) {
 // "..", by being elsewhere or through a symbolic link are ErrSourceOutside;
 // os.Root enforces the last. Sources larger than MaxContentBytes are
 // refused.
-func readSource(workDir, src string) ([]byte, error) {
-	base := workDir
-	if base == "" {
+func readSource(rootDir, workDir, src string) ([]byte, error) {
+	if workDir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
 			return nil, err
 		}
-		base = wd
+		workDir = wd
 	}
-	rel := src
-	if filepath.IsAbs(src) {
-		r, err := filepath.Rel(base, src)
-		if err != nil {
-			return nil, ErrSourceOutside
-		}
-		rel = r
+	base := rootDir
+	if base == "" {
+		base = workDir
+	}
+	abs := src
+	if !filepath.IsAbs(src) {
+		abs = filepath.Join(workDir, src)
+	}
+	rel, err := filepath.Rel(base, abs)
+	if err != nil {
+		return nil, ErrSourceOutside
 	}
 	if !filepath.IsLocal(rel) {
 		return nil, fmt.Errorf("%w (%s)", ErrSourceOutside, base)
