@@ -68,13 +68,13 @@ func (cfg Config) WithDefaults() Config {
 // Bus is a provisioned connection to manifold's streams, buckets and object
 // store. It is safe for concurrent use.
 type Bus struct {
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	cfg     Config
-	runs    *Bucket
-	workers *Bucket
-	results *Bucket
-	bundles jetstream.ObjectStore
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	cfg       Config
+	runs      *Bucket
+	workers   *Bucket
+	results   *Bucket
+	bundles   jetstream.ObjectStore
 	reportsMu sync.Mutex
 	reports   jetstream.ObjectStore
 }

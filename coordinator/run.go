@@ -115,7 +115,12 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 			}
 		}
 	}()
-	defer func() { stopRead(); hist.Stop(); for range facts {} }()
+	defer func() {
+		stopRead()
+		hist.Stop()
+		for range facts {
+		}
+	}()
 
 	r.replaying = resume
 	if !resume || rec.Status == RunQueued {
