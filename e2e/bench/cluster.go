@@ -75,6 +75,10 @@ func (h *harness) startCluster(ctx context.Context, dir string) (c *cluster, err
 			c.stop()
 		}
 	}()
+	// Workers create their bundle caches in dir.
+	if err := h.mkdirs(dir); err != nil {
+		return nil, err
+	}
 	if err := h.mkdirs(filepath.Join(dir, "logs")); err != nil {
 		return nil, err
 	}

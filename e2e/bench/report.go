@@ -137,8 +137,12 @@ func (r *Results) Markdown(w io.Writer) {
 				p("| %s | %s | | | | | |\n", t.Name, failure(t.Err))
 				continue
 			}
+			runCost := "–"
+			if t.ChildRun > 0 && t.ParentRun > 0 {
+				runCost = fmtSigned(t.ParentRun - t.ChildRun)
+			}
 			p("| %s | %s | %s | %s | %s | %s | %s |\n", t.Name, fmtDur(t.Child), fmtDur(t.Parent), fmtSigned(t.Parent-t.Child),
-				fmtDur(t.ChildRun), fmtDur(t.ParentRun), fmtSigned(t.ParentRun-t.ChildRun))
+				fmtDur(t.ChildRun), fmtDur(t.ParentRun), runCost)
 		}
 		for _, t := range l.Tools {
 			if t.Err != nil {
