@@ -177,6 +177,8 @@ type Results struct {
 	Files   []*FilesResult
 	Level   *LevelResult
 	Dist    *DistResult
+	// RSSMethod says how peak RSS was measured.
+	RSSMethod string
 	// Errors are failures of whole modes.
 	Errors []string
 	// Started and Took time the harness run.
@@ -214,11 +216,15 @@ func Run(ctx context.Context, cfg Config, logw io.Writer) (*Results, error) {
 		return nil, err
 	}
 	h.run = &runner{id: h.id, home: home}
+	if fi, err := os.Stat(gnuTime); err == nil && fi.Mode()&0o111 != 0 {
+		h.run.timeBin = gnuTime
+	}
 	if err := h.build(ctx); err != nil {
 		return nil, err
 	}
 	res := &Results{Config: cfg, Started: time.Now()}
 	res.Machine = describeMachine(ctx, cfg.Root)
+	res.RSSMethod = h.run.rssMethod()
 	if cfg.has(ModeFiles) {
 		for _, n := range cfg.Sizes {
 			tools := []tool{manifoldTool(h.manifold)}
@@ -271,13 +277,9 @@ func (h *harness) build(ctx context.Context) error {
 	if h.cfg.CCM == "" {
 		return nil
 	}
-	src, err := os.ReadFile(h.cfg.CCM)
-	if err != nil {
-		return fmt.Errorf("bench: --ccm: %w", err)
-	}
 	h.ccm = filepath.Join(bin, "ccm")
-	if err := os.WriteFile(h.ccm, src, 0o755); err != nil {
-		return fmt.Errorf("bench: %w", err)
+	if err := copyFile(h.cfg.CCM, h.ccm); err != nil {
+		return fmt.Errorf("bench: --ccm: %w", err)
 	}
 	s := h.run.run(ctx, time.Minute, "", h.ccm, "--version")
 	if s.err != nil {
@@ -285,6 +287,25 @@ func (h *harness) build(ctx context.Context) error {
 	}
 	h.log.Info("CCM", "version", strings.TrimSpace(string(s.stdout)))
 	return nil
+}
+
+// copyFile copies an executable, streaming (the harness keeps its own RSS
+// small).
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // mkdirs creates dir (and its parents) owned by the measured user.

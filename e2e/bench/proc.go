@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -66,6 +68,24 @@ type sample struct {
 type runner struct {
 	id   identity
 	home string
+	// timeBin is GNU time (`/usr/bin/time`), which reports the measured
+	// process's own peak RSS. Without it the harness reads wait4's
+	// ru_maxrss, which on Linux includes the harness's own peak RSS: Go
+	// starts children with vfork, and exec records the peak of the memory
+	// it replaces.
+	timeBin string
+	seq     atomic.Int64
+}
+
+// gnuTime is where GNU time is looked for.
+const gnuTime = "/usr/bin/time"
+
+// rssMethod says how peak RSS is measured.
+func (r *runner) rssMethod() string {
+	if r.timeBin != "" {
+		return "GNU time's %M (the process's own peak RSS)"
+	}
+	return "wait4's ru_maxrss (no " + gnuTime + ": a figure may be the harness's own peak RSS when that is larger)"
 }
 
 // errTimeout is the error of a sample whose process was killed at its
@@ -92,7 +112,14 @@ func (r *runner) command(bin string, args ...string) *exec.Cmd {
 
 // run runs bin to completion or until timeout and measures it.
 func (r *runner) run(ctx context.Context, timeout time.Duration, dir, bin string, args ...string) sample {
-	cmd := r.command(bin, args...)
+	argv := append([]string{bin}, args...)
+	rssFile := ""
+	if r.timeBin != "" {
+		rssFile = filepath.Join(r.home, fmt.Sprintf(".rss-%d", r.seq.Add(1)))
+		defer os.Remove(rssFile)
+		argv = append([]string{r.timeBin, "-f", "%M", "-o", rssFile}, argv...)
+	}
+	cmd := r.command(argv[0], argv[1:]...)
 	if dir != "" {
 		cmd.Dir = dir
 	}
@@ -116,7 +143,9 @@ func (r *runner) run(ctx context.Context, timeout time.Duration, dir, bin string
 		err = <-done
 	}
 	s := sample{wall: time.Since(start), stdout: stdout.Bytes()}
-	if cmd.ProcessState != nil {
+	if rssFile != "" {
+		s.rssKiB = readRSS(rssFile)
+	} else if cmd.ProcessState != nil {
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			s.rssKiB = ru.Maxrss
 		}
@@ -128,6 +157,25 @@ func (r *runner) run(ctx context.Context, timeout time.Duration, dir, bin string
 		s.err = fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, tail(stderr.Bytes(), stdout.Bytes()))
 	}
 	return s
+}
+
+// readRSS reads the KiB GNU time wrote as the last line of its output
+// file (after a "Command exited with non-zero status" line, if any); 0 when
+// there is none.
+func readRSS(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	lines := strings.Fields(string(b))
+	if len(lines) == 0 {
+		return 0
+	}
+	n, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // killGroup kills the process group of a started command.

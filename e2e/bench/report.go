@@ -76,8 +76,10 @@ func (r *Results) Markdown(w io.Writer) {
 	p("| CPUs | %d (%s) |\n| memory | %s |\n| kernel | %s |\n| Go | %s |\n| load average at start | %s |\n| harness time | %s |\n\n",
 		m.CPUs, m.CPUModel, m.MemTotal, m.Kernel, m.Go, m.LoadAvg, r.Took.Round(time.Second))
 	p("Command:\n\n```sh\n%s\n```\n\n", r.Config.Command)
-	p("Every figure is the median of the repetitions given per table. Wall time and peak RSS are of\n")
-	p("the whole process (wait4's rusage), run as uid %s with a clean environment.\n\n", "nobody when the harness runs as root (else the current user)")
+	p("Every figure is the median of the repetitions given per table. Wall time (measured by the\n")
+	p("harness around the process) and peak RSS (%s) are of the whole process,\n", r.RSSMethod)
+	p("run as nobody:nogroup when the harness runs as root (else as the current user) with a clean\n")
+	p("environment (`PATH=/usr/bin:/bin`, `HOME` a fresh directory).\n\n")
 	if len(r.Files) > 0 {
 		p("## Files\n\n")
 		p("A CCM-format manifest of N file resources in CCM's block shape (a `defaults` entry with\n")
