@@ -168,6 +168,26 @@ func TestRunnerKillsAtTimeout(t *testing.T) {
 	}
 }
 
+func TestMainRefusesBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--sizes", "0"},
+		{"--sizes", "x"},
+		{"--reps", "101"},
+		{"--workers", "17"},
+		{"--modes", "fast"},
+		{"extra"},
+	} {
+		var out, errw strings.Builder
+		if code := Main(t.Context(), append(args, "--root", "/nonexistent"), &out, &errw); code != 2 {
+			t.Errorf("%v: exit %d, want 2; %s", args, code, errw.String())
+		}
+		if errw.Len() == 0 {
+			t.Errorf("%v: no error message", args)
+		}
+	}
+}
+
 func TestConfigLimits(t *testing.T) {
 	t.Parallel()
 	ok := Config{Root: "/x"}.WithDefaults()

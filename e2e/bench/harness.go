@@ -192,7 +192,7 @@ type Results struct {
 func Run(ctx context.Context, cfg Config, logw io.Writer) (*Results, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	h := &harness{cfg: cfg, log: slog.New(slog.NewTextHandler(logw, nil))}
 	var err error

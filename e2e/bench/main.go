@@ -79,7 +79,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res, err := Run(ctx, cfg, stderr)
 	if res == nil {
 		fmt.Fprintln(stderr, err)
-		if strings.HasPrefix(err.Error(), "bench: ") && !errors.Is(err, context.Canceled) {
+		if errors.Is(err, ErrConfig) {
 			return 2
 		}
 		return 1
