@@ -188,6 +188,15 @@ func TestMainRefusesBadFlags(t *testing.T) {
 	}
 }
 
+func TestMemTotal(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"24684084 kB": "23.5 GiB", "1048576 kB": "1.0 GiB", "odd": "odd", "": ""} {
+		if got := memTotal(in); got != want {
+			t.Errorf("memTotal(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestConfigLimits(t *testing.T) {
 	t.Parallel()
 	ok := Config{Root: "/x"}.WithDefaults()

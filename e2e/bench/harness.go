@@ -168,6 +168,8 @@ type harness struct {
 	work     string
 	manifold string
 	ccm      string
+	// ccmVersion is what `ccm --version` printed.
+	ccmVersion string
 }
 
 // Results is everything one harness run measured.
@@ -177,6 +179,8 @@ type Results struct {
 	Files   []*FilesResult
 	Level   *LevelResult
 	Dist    *DistResult
+	// CCMVersion is what the CCM binary's --version printed.
+	CCMVersion string
 	// RSSMethod says how peak RSS was measured.
 	RSSMethod string
 	// Errors are failures of whole modes.
@@ -225,6 +229,7 @@ func Run(ctx context.Context, cfg Config, logw io.Writer) (*Results, error) {
 	res := &Results{Config: cfg, Started: time.Now()}
 	res.Machine = describeMachine(ctx, cfg.Root)
 	res.RSSMethod = h.run.rssMethod()
+	res.CCMVersion = h.ccmVersion
 	if cfg.has(ModeFiles) {
 		for _, n := range cfg.Sizes {
 			tools := []tool{manifoldTool(h.manifold)}
@@ -285,7 +290,8 @@ func (h *harness) build(ctx context.Context) error {
 	if s.err != nil {
 		return fmt.Errorf("bench: --ccm %s does not run: %w", h.cfg.CCM, s.err)
 	}
-	h.log.Info("CCM", "version", strings.TrimSpace(string(s.stdout)))
+	h.ccmVersion = strings.TrimSpace(string(s.stdout))
+	h.log.Info("CCM", "version", h.ccmVersion)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -29,7 +30,7 @@ type Machine struct {
 func describeMachine(ctx context.Context, root string) Machine {
 	m := Machine{CPUs: runtime.NumCPU()}
 	m.CPUModel = procField("/proc/cpuinfo", "model name")
-	m.MemTotal = procField("/proc/meminfo", "MemTotal")
+	m.MemTotal = memTotal(procField("/proc/meminfo", "MemTotal"))
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}
@@ -42,6 +43,16 @@ func describeMachine(ctx context.Context, root string) Machine {
 		m.Commit += " (with uncommitted changes)"
 	}
 	return m
+}
+
+// memTotal turns /proc/meminfo's "24684084 kB" into "23.5 GiB".
+func memTotal(v string) string {
+	kb, ok := strings.CutSuffix(v, " kB")
+	n, err := strconv.ParseFloat(kb, 64)
+	if !ok || err != nil {
+		return v
+	}
+	return strconv.FormatFloat(n/(1<<20), 'f', 1, 64) + " GiB"
 }
 
 // procField returns the value of the first "key: value" line of a /proc

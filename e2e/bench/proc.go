@@ -83,9 +83,9 @@ const gnuTime = "/usr/bin/time"
 // rssMethod says how peak RSS is measured.
 func (r *runner) rssMethod() string {
 	if r.timeBin != "" {
-		return "GNU time's %M (the process's own peak RSS)"
+		return "GNU time's `%M`, the process's own peak"
 	}
-	return "wait4's ru_maxrss (no " + gnuTime + ": a figure may be the harness's own peak RSS when that is larger)"
+	return "wait4's `ru_maxrss`; no " + gnuTime + ", so a figure may be the harness's own peak when that is larger"
 }
 
 // errTimeout is the error of a sample whose process was killed at its

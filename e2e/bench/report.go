@@ -76,6 +76,9 @@ func (r *Results) Markdown(w io.Writer) {
 	p("| CPUs | %d (%s) |\n| memory | %s |\n| kernel | %s |\n| Go | %s |\n| load average at start | %s |\n| harness time | %s |\n\n",
 		m.CPUs, m.CPUModel, m.MemTotal, m.Kernel, m.Go, m.LoadAvg, r.Took.Round(time.Second))
 	p("Command:\n\n```sh\n%s\n```\n\n", r.Config.Command)
+	if r.Config.CCM != "" {
+		p("CCM: `%s`, whose `--version` prints `%s`.\n\n", r.Config.CCM, r.CCMVersion)
+	}
 	p("Every figure is the median of the repetitions given per table. Wall time (measured by the\n")
 	p("harness around the process) and peak RSS (%s) are of the whole process,\n", r.RSSMethod)
 	p("run as nobody:nogroup when the harness runs as root (else as the current user) with a clean\n")
