@@ -46,11 +46,73 @@ type Outcome struct {
 	// still differs after apply).
 	Diff string
 	// Err is set when Status is failed. It wraps ErrNotConverged when the
-	// re-check still found drift, and the context's cause when ctx ended.
+	// re-check still found drift, ErrHealthCheck when a health check failed,
+	// and the context's cause when ctx ended.
 	Err error
+	// HealthChecks are the results of Env.HealthChecks, in order; nil when
+	// none ran (no checks, or the resource failed before them).
+	HealthChecks []HealthCheckResult
 }
 
-// Execute runs one resource through the engine: check (CheckApply with
+// Execute runs one resource through the engine (see execute), then its
+// health checks (Env.HealthChecks), unless the resource failed.
+//
+// Health checks run after apply, or after the check when the resource was
+// stable, one after the other; each result is in Outcome.HealthChecks and
+// every status but OK is named in the message ("...; health checks: web
+// WARNING"). CRITICAL or UNKNOWN fails the outcome with ErrHealthCheck
+// (Changed stays true when the resource changed before). WARNING passes and
+// is reported. In noop, the checks of a resource that would change are run
+// and reported with Ignored set, and never fail it; the checks of a stable
+// resource count as usual.
+//
+// With Env.HealthCheckOnly, Execute runs only the health checks: res is
+// neither checked nor applied, the outcome is stable when they pass (or
+// there are none) and failed otherwise.
+func Execute(ctx context.Context, res Resource, env *Env) Outcome {
+	if env == nil {
+		env = &Env{}
+	}
+	if env.HealthCheckOnly {
+		out := Outcome{Status: StatusStable, Noop: env.Noop, Message: "health-check-only: no health checks"}
+		if len(env.HealthChecks) == 0 {
+			return out
+		}
+		results, passed := runHealthChecks(ctx, env)
+		out.HealthChecks = results
+		out.Message = fmt.Sprintf("health-check-only: %d checks passed", len(results))
+		if s := healthSummary(results); s != "" {
+			out.Message += "; " + s
+		}
+		if !passed {
+			out.Status, out.Err = StatusFailed, healthError(results)
+			out.Message = firstLine(out.Err.Error())
+		}
+		return out
+	}
+	out := execute(ctx, res, env)
+	if out.Status == StatusFailed || len(env.HealthChecks) == 0 {
+		return out
+	}
+	results, passed := runHealthChecks(ctx, env)
+	if out.Noop && out.Changed {
+		for i := range results {
+			results[i].Ignored = !results[i].Status.Passed()
+		}
+		passed = true
+	}
+	out.HealthChecks = results
+	if s := healthSummary(results); s != "" {
+		out.Message = cmp.Or(out.Message, string(out.Status)) + "; " + s
+	}
+	if !passed {
+		out.Status, out.Err = StatusFailed, healthError(results)
+		out.Message = firstLine(out.Err.Error())
+	}
+	return out
+}
+
+// execute runs one resource through the engine: check (CheckApply with
 // apply=false); stable when nothing differs, unless Env.Refresh is set and
 // the resource is a Refresher with Refreshable() true; in noop, stop and
 // report what would change ("would " and the check's message, so types
@@ -63,10 +125,7 @@ type Outcome struct {
 // Execute returns early, failed with the context's cause, once ctx is done;
 // a panic in the resource becomes a failed Outcome. env is not modified; a
 // nil env means the zero Env.
-func Execute(ctx context.Context, res Resource, env *Env) (out Outcome) {
-	if env == nil {
-		env = &Env{}
-	}
+func execute(ctx context.Context, res Resource, env *Env) (out Outcome) {
 	defer func() {
 		if r := recover(); r != nil {
 			out = failed(ctx, "execute", fmt.Errorf("panic: %v", r))

@@ -3,6 +3,7 @@ package resources
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -181,7 +182,7 @@ func TestExecute(t *testing.T) {
 			if (out.Diff != "") != tt.diffNonZero {
 				t.Errorf("diff %q", out.Diff)
 			}
-			if env != tt.env {
+			if !reflect.DeepEqual(env, tt.env) {
 				t.Errorf("Execute modified env: %+v", env)
 			}
 		})

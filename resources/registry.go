@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -38,18 +39,38 @@ type Factory func(spec Spec) (Resource, error)
 type Registry struct {
 	mu        sync.RWMutex
 	factories map[string]Factory
+	props     map[string]reflect.Type
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{factories: make(map[string]Factory)}
+	return &Registry{factories: make(map[string]Factory), props: make(map[string]reflect.Type)}
+}
+
+// TypeOption describes a registered type beyond its factory.
+type TypeOption func(*typeInfo)
+
+type typeInfo struct {
+	props reflect.Type
+}
+
+// WithProperties declares the struct a type decodes its properties into
+// (pass its zero value: file.Properties{}). A test compares its json tags
+// with the type's CUE definition field by field, so the two schemas of a
+// type cannot drift apart.
+func WithProperties(zero any) TypeOption {
+	return func(ti *typeInfo) { ti.props = reflect.TypeOf(zero) }
 }
 
 // Register adds the factory of a type. It panics when typ is empty, f is nil
 // or typ is already registered: all are programming errors.
-func (r *Registry) Register(typ string, f Factory) {
+func (r *Registry) Register(typ string, f Factory, opts ...TypeOption) {
 	if typ == "" || f == nil {
 		panic("resources: Register with an empty type or a nil factory")
+	}
+	var ti typeInfo
+	for _, o := range opts {
+		o(&ti)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -57,6 +78,17 @@ func (r *Registry) Register(typ string, f Factory) {
 		panic(fmt.Sprintf("resources: type %q registered twice", typ))
 	}
 	r.factories[typ] = f
+	if ti.props != nil {
+		r.props[typ] = ti.props
+	}
+}
+
+// PropertiesType returns the properties struct declared WithProperties for
+// typ, or nil when none was.
+func (r *Registry) PropertiesType(typ string) reflect.Type {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.props[typ]
 }
 
 // New builds the resource of spec and validates it. An unregistered type

@@ -47,10 +47,11 @@ type ReplayStep struct {
 // install), in the order the steps are listed. A command no step expects is
 // an error naming it. It is safe for concurrent use.
 type ReplayRunner struct {
-	mu    sync.Mutex
-	steps []ReplayStep
-	used  []bool
-	calls []Command
+	mu       sync.Mutex
+	steps    []ReplayStep
+	used     []bool
+	calls    []Command
+	programs []string
 }
 
 var _ CommandRunner = (*ReplayRunner)(nil)
@@ -121,6 +122,33 @@ func (r *ReplayRunner) Run(ctx context.Context, c Command) (CommandResult, error
 		return CommandResult{ExitCode: s.ExitCode, Stdout: []byte(s.Stdout), Stderr: []byte(s.Stderr)}, nil
 	}
 	return CommandResult{ExitCode: -1}, fmt.Errorf("%w: %s", ErrUnexpectedCommand, argvString(c.Argv))
+}
+
+// SetPrograms declares programs LookPath finds besides those the steps run,
+// so a provider's Manageable sees the host the recording came from.
+func (r *ReplayRunner) SetPrograms(names ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.programs = append(r.programs, names...)
+}
+
+// LookPath finds name when a step runs it (its argv[0]) or SetPrograms
+// declared it, answering "/usr/bin/<name>"; otherwise it fails as
+// exec.LookPath would. It makes ReplayRunner a ProgramFinder.
+func (r *ReplayRunner) LookPath(name string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	found := slices.Contains(r.programs, name)
+	for _, s := range r.steps {
+		found = found || s.Argv[0] == name
+	}
+	if !found {
+		return "", fmt.Errorf("replay: %q: executable file not found in $PATH", name)
+	}
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	return "/usr/bin/" + name, nil
 }
 
 // Calls returns the commands Run received, in order.

@@ -59,6 +59,21 @@ type Env struct {
 	Runner CommandRunner
 	// Logger carries run, resource and manifest attributes.
 	Logger *slog.Logger
+	// HealthChecks run after the resource, in Execute (see
+	// ParseHealthChecks).
+	HealthChecks []HealthCheck
+	// HealthCheckOnly makes Execute run only the health checks: the
+	// resource is neither checked nor applied.
+	HealthCheckOnly bool
+	// Facts are the host's facts in CCM's shape (facts.host.info.platformFamily
+	// is Facts["host"]["info"]["platformFamily"]); the worker fills them.
+	// Providers read them to say whether they can manage the host (see
+	// FactString). Nil means unknown.
+	Facts map[string]any
+	// State is the host's state store (last-applied documents); nil means
+	// the type falls back to its own (document: files under the state
+	// directory).
+	State StateStore
 }
 
 // CommandRunner runs a system command. Implementations must honour ctx

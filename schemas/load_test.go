@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,8 +175,8 @@ func TestParseInvalid(t *testing.T) {
 		want []string
 	}{
 		{"unknown_type.yaml", []string{
-			`unknown_type.yaml:2:5: resources[0]: unknown resource type "packge"; known types: apply, exec, file`,
-			`unknown_type.yaml:4:6: resources[1].type: unknown resource type "service"; known types: apply, exec, file`,
+			`unknown_type.yaml:2:5: resources[0]: unknown resource type "packge" (did you mean "package"?); known types: ` + strings.Join(Types(), ", "),
+			`unknown_type.yaml:4:6: resources[1].type: unknown resource type "cron"; known types: ` + strings.Join(Types(), ", "),
 		}},
 		{"bad_mode.yaml", []string{
 			`bad_mode.yaml:4:17: resources[0].file[0]./etc/a.mode: conflicting values 644 and string (mismatched types int and string)`,

@@ -21,6 +21,7 @@ var schemaFS embed.FS
 // context keeps memory for as long as it lives).
 type schema struct {
 	ctx       *cue.Context
+	root      cue.Value
 	manifest  cue.Value
 	types     map[string]cue.Value
 	exclusive map[string][][]string
@@ -53,6 +54,7 @@ func newSchema() (*schema, error) {
 	}
 	s := &schema{
 		ctx:       ctx,
+		root:      v,
 		manifest:  v.LookupPath(cue.MakePath(cue.Def("Manifest"))),
 		types:     map[string]cue.Value{},
 		exclusive: map[string][][]string{},

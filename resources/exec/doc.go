@@ -16,8 +16,16 @@
 // guards onlyif and unless use the same provider, cwd, environment and path
 // as the command.
 //
-// Check (CheckApply with apply false) runs the guards, which must be
-// read-only, and reports whether the command would run; apply evaluates the
-// guards again and runs the command. There is no timeout property: the
-// command is killed, with its whole process group, when ctx ends.
+// Check (CheckApply with apply false) runs the guards, in noop too, so they
+// must be read-only, and reports whether the command would run; apply
+// evaluates the guards again and runs the command. Precedence, as in CCM: a
+// refresh runs the command whatever creates and the guards say; otherwise
+// an existing creates skips the command without running the guards.
+//
+// logoutput puts the output (stdout then stderr) in the result message and
+// logs it on Env.Logger; it is bounded to its last MaxOutputBytes behind a
+// "[manifold: N bytes of output truncated]" line, as is each stream of an
+// ExitError. The common timeout property is the deadline of ctx: when it
+// passes, the command is killed with its whole process group (children it
+// forked included).
 package exec

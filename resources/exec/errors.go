@@ -15,6 +15,25 @@ var (
 	ErrTrailingBackslash = errors.New("trailing backslash")
 )
 
+// MaxOutputBytes bounds the command output an exec resource reports: the
+// output logoutput puts in the outcome's message, and each of stdout and
+// stderr of an ExitError. Longer output keeps its tail after a line
+// "[manifold: N bytes of output truncated]".
+const MaxOutputBytes = 16 << 10
+
+// boundOutput keeps the last MaxOutputBytes of s (cut at a line start when
+// one is near) behind a truncation line.
+func boundOutput(s string) string {
+	if len(s) <= MaxOutputBytes {
+		return s
+	}
+	tail := s[len(s)-MaxOutputBytes:]
+	if i := strings.IndexByte(tail, '\n'); i >= 0 && i < 1024 {
+		tail = tail[i+1:]
+	}
+	return fmt.Sprintf("[manifold: %d bytes of output truncated]\n", len(s)-len(tail)) + tail
+}
+
 // outputTailLines is how many lines of stderr and of stdout an ExitError
 // message shows.
 const outputTailLines = 10
@@ -30,7 +49,8 @@ type ExitError struct {
 	ExitCode int
 	// Returns are the exit codes that would have meant success.
 	Returns []int
-	// Stdout and Stderr are the captured output (capped by the runner).
+	// Stdout and Stderr are the captured output, each bounded by
+	// MaxOutputBytes.
 	Stdout, Stderr string
 }
 

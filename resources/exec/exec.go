@@ -144,9 +144,11 @@ func (e *Exec) Recheck() bool { return e.props.Creates != "" }
 
 // CheckApply decides whether the command runs and, with apply true, runs it.
 //
-// It reports not changed when refreshonly is set and env.Refresh is not,
-// when creates exists, when onlyif exits non-zero or when unless exits 0;
-// the guards run in check too, with the same ctx, and must be read-only.
+// A refresh (env.Refresh) always runs the command, whatever creates and the
+// guards say. Otherwise it reports not changed when refreshonly is set, when
+// creates exists (the guards are then not run), when onlyif exits non-zero
+// or when unless exits 0; the guards run in check, and so in noop, too, with
+// the same ctx, and must be read-only.
 // Otherwise check reports "run <command>" (the engine adds "would" in noop) and apply runs the command through
 // env.Runner (resources.OSRunner when nil), blocking until it exits or ctx
 // ends (the command's process group is killed then). An exit code not in
@@ -162,38 +164,15 @@ func (e *Exec) CheckApply(ctx context.Context, env *resources.Env, apply bool) (
 	}
 	dir := e.dir(env)
 
-	if e.props.RefreshOnly && !env.Refresh {
+	switch {
+	case env.Refresh:
+		// A refresh beats creates and the guards (CCM: "subscribe-triggered
+		// refreshes override all guards").
+	case e.props.RefreshOnly:
 		return resources.Result{Message: "refreshonly: waiting for a refresh"}, nil
-	}
-	if c := e.props.Creates; c != "" {
-		p := c
-		if !filepath.IsAbs(p) && dir != "" {
-			p = filepath.Join(dir, p)
-		}
-		_, err := os.Lstat(p)
-		switch {
-		case err == nil:
-			return resources.Result{Message: fmt.Sprintf("creates %s exists", c)}, nil
-		case !errors.Is(err, fs.ErrNotExist):
-			return resources.Result{}, fmt.Errorf("creates %s: %w", c, err)
-		}
-	}
-	if g := e.props.OnlyIf; g != "" {
-		res, err := e.run(ctx, runner, dir, g)
-		if err != nil {
-			return resources.Result{}, fmt.Errorf("onlyif: %w", err)
-		}
-		if res.ExitCode != 0 {
-			return resources.Result{Message: fmt.Sprintf("onlyif %s exited %d", g, res.ExitCode)}, nil
-		}
-	}
-	if g := e.props.Unless; g != "" {
-		res, err := e.run(ctx, runner, dir, g)
-		if err != nil {
-			return resources.Result{}, fmt.Errorf("unless: %w", err)
-		}
-		if res.ExitCode == 0 {
-			return resources.Result{Message: fmt.Sprintf("unless %s exited 0", g)}, nil
+	default:
+		if skip, why, err := e.guarded(ctx, runner, dir); err != nil || skip {
+			return resources.Result{Message: why}, err
 		}
 	}
 
@@ -209,8 +188,8 @@ func (e *Exec) CheckApply(ctx context.Context, env *resources.Env, apply bool) (
 			Command:  e.props.Command,
 			ExitCode: res.ExitCode,
 			Returns:  slices.Clone(e.props.Returns),
-			Stdout:   string(res.Stdout),
-			Stderr:   string(res.Stderr),
+			Stdout:   boundOutput(string(res.Stdout)),
+			Stderr:   boundOutput(string(res.Stderr)),
 		}
 	}
 	msg := "ran " + e.props.Command
@@ -218,11 +197,52 @@ func (e *Exec) CheckApply(ctx context.Context, env *resources.Env, apply bool) (
 		msg += fmt.Sprintf(" (exit code %d)", res.ExitCode)
 	}
 	if e.props.LogOutput {
-		if out := strings.TrimRight(string(res.Stdout)+string(res.Stderr), "\n"); out != "" {
+		if out := boundOutput(strings.TrimRight(string(res.Stdout)+string(res.Stderr), "\n")); out != "" {
 			msg += "\n" + out
+			if env.Logger != nil {
+				env.Logger.Info("command output", "command", e.props.Command, "output", out)
+			}
 		}
 	}
 	return resources.Result{Changed: true, Message: msg}, nil
+}
+
+// guarded evaluates creates, then onlyif, then unless: skip is true (with
+// the reason) when one says the command need not run. Creates beats the
+// guards: when it exists they are not run.
+func (e *Exec) guarded(ctx context.Context, runner resources.CommandRunner, dir string) (skip bool, why string, err error) {
+	if c := e.props.Creates; c != "" {
+		p := c
+		if !filepath.IsAbs(p) && dir != "" {
+			p = filepath.Join(dir, p)
+		}
+		_, err := os.Lstat(p)
+		switch {
+		case err == nil:
+			return true, fmt.Sprintf("creates %s exists", c), nil
+		case !errors.Is(err, fs.ErrNotExist):
+			return false, "", fmt.Errorf("creates %s: %w", c, err)
+		}
+	}
+	if g := e.props.OnlyIf; g != "" {
+		res, err := e.run(ctx, runner, dir, g)
+		if err != nil {
+			return false, "", fmt.Errorf("onlyif: %w", err)
+		}
+		if res.ExitCode != 0 {
+			return true, fmt.Sprintf("onlyif %s exited %d", g, res.ExitCode), nil
+		}
+	}
+	if g := e.props.Unless; g != "" {
+		res, err := e.run(ctx, runner, dir, g)
+		if err != nil {
+			return false, "", fmt.Errorf("unless: %w", err)
+		}
+		if res.ExitCode == 0 {
+			return true, fmt.Sprintf("unless %s exited 0", g), nil
+		}
+	}
+	return false, "", nil
 }
 
 // dir is the working directory commands run in: Cwd resolved against

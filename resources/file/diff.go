@@ -4,11 +4,18 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"io/fs"
 	"strings"
 	"unicode/utf8"
 )
 
 const (
+	// MaxDiffBytes bounds the diff a file resource puts in its outcome;
+	// a longer diff is cut at a line boundary and ends with a line
+	// "[manifold: diff truncated: N more bytes]".
+	MaxDiffBytes = 64 << 10
+	// MaxContentBytes bounds the content read from a source file (64 MiB).
+	MaxContentBytes = 64 << 20
 	// maxDiffBytes and maxDiffLines bound the line diff; larger or binary
 	// content is summarised by size and hash.
 	maxDiffBytes = 256 << 10
@@ -56,7 +63,38 @@ func contentDiff(path string, old, new []byte) string {
 			out.WriteString("\n\\ No newline at end of file\n")
 		}
 	}
-	return out.String()
+	return truncateDiff(out.String())
+}
+
+// truncateDiff cuts d to at most MaxDiffBytes, at a line boundary, and marks
+// the cut.
+func truncateDiff(d string) string {
+	if len(d) <= MaxDiffBytes {
+		return d
+	}
+	marker := "[manifold: diff truncated: %d more bytes]\n"
+	keep := d[:MaxDiffBytes-len(marker)-20]
+	if i := strings.LastIndexByte(keep, '\n'); i >= 0 {
+		keep = keep[:i+1]
+	}
+	return keep + fmt.Sprintf(marker, len(d)-len(keep))
+}
+
+// diff describes a content change for the outcome, unless policy hides it:
+// sensitive content is reported by size only; content of a file that is
+// not world-readable, before (oldMode) or after (newMode), is hidden unless
+// show_diff is true; show_diff false hides every diff. oldMode 0 means the
+// file does not exist yet.
+func (f *File) diff(old, new []byte, oldMode, newMode fs.FileMode) string {
+	switch {
+	case f.Sensitive:
+		return fmt.Sprintf("content redacted (sensitive): %d → %d bytes", len(old), len(new))
+	case f.ShowDiff != nil && !*f.ShowDiff:
+		return fmt.Sprintf("diff hidden (show_diff: false): %d → %d bytes", len(old), len(new))
+	case f.ShowDiff == nil && (newMode&0o004 == 0 || (oldMode != 0 && oldMode&0o004 == 0)):
+		return fmt.Sprintf("diff hidden: %s is not world-readable (set show_diff: true to show it): %d → %d bytes", f.Path, len(old), len(new))
+	}
+	return contentDiff(f.Path, old, new)
 }
 
 func isText(b []byte) bool {

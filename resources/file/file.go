@@ -1,12 +1,15 @@
 package file
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -23,25 +26,74 @@ const (
 	// EnsurePresent wants a regular file (the default).
 	EnsurePresent Ensure = "present"
 	// EnsureAbsent wants nothing at the path (an empty directory is removed
-	// too; a non-empty one is an error).
+	// too; a non-empty one only with force).
 	EnsureAbsent Ensure = "absent"
 	// EnsureDirectory wants a directory.
 	EnsureDirectory Ensure = "directory"
 )
 
+// Links says what happens when the managed path is a symbolic link.
+type Links string
+
+const (
+	// LinksManage (the default) manages the path itself: a link there is
+	// replaced by the file (content) or refused (attribute-only, directory),
+	// and nothing is ever written, chowned or chmodded through it.
+	LinksManage Links = "manage"
+	// LinksFollow manages the file or directory the link points to; the
+	// link is kept.
+	LinksFollow Links = "follow"
+)
+
+// ID is a user or group: a name, or a numeric id written as a string or as
+// a number.
+type ID string
+
+// UnmarshalJSON accepts a string or a non-negative integer.
+func (id *ID) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*id = ID(s)
+		return nil
+	}
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&n); err != nil {
+		return &json.UnmarshalTypeError{Value: "value " + string(b), Type: idType}
+	}
+	if _, err := strconv.ParseUint(n.String(), 10, 32); err != nil {
+		return &json.UnmarshalTypeError{Value: "number " + n.String(), Type: idType}
+	}
+	*id = ID(n.String())
+	return nil
+}
+
+// idType is what a type error about an ID reports as expected.
+var idType = reflect.TypeFor[string]()
+
 // Properties are the file type's own properties.
 type Properties struct {
 	// Content is the desired content; nil means unmanaged (unless Source).
 	Content *string `json:"content,omitempty"`
-	// Source is a file whose content is copied; relative paths resolve
-	// against Env.WorkDir.
+	// Source is a file whose content is copied: relative to Env.WorkDir (the
+	// manifest's directory), or absolute but inside it; never outside.
 	Source string `json:"source,omitempty"`
 	// Mode is an octal string ("0644"); empty means unmanaged.
 	Mode string `json:"mode,omitempty"`
 	// Owner is a user name or numeric uid; empty means unmanaged.
-	Owner string `json:"owner,omitempty"`
+	Owner ID `json:"owner,omitempty"`
 	// Group is a group name or numeric gid; empty means unmanaged.
-	Group string `json:"group,omitempty"`
+	Group ID `json:"group,omitempty"`
+	// Force lets ensure absent remove a non-empty directory.
+	Force bool `json:"force,omitempty"`
+	// Links is manage (default) or follow; see Links.
+	Links Links `json:"links,omitempty"`
+	// ShowDiff: nil shows content diffs only of world-readable files; true
+	// shows them always; false never.
+	ShowDiff *bool `json:"show_diff,omitempty"`
+	// Sensitive redacts the content from diffs: only sizes are reported.
+	Sensitive bool `json:"sensitive,omitempty"`
 }
 
 // File is one file resource.
@@ -84,6 +136,17 @@ func (f *File) Validate() error {
 	default:
 		return fmt.Errorf("ensure %q: must be present, absent or directory", f.Ensure)
 	}
+	if f.Force && f.ensure() != EnsureAbsent {
+		return fmt.Errorf("force: only valid with ensure absent, not %s", f.ensure())
+	}
+	switch f.Links {
+	case "", LinksManage, LinksFollow:
+	default:
+		return fmt.Errorf("links %q: must be manage or follow", f.Links)
+	}
+	if f.Source != "" && !filepath.IsAbs(f.Source) && !filepath.IsLocal(f.Source) {
+		return fmt.Errorf("source %q: %w", f.Source, ErrSourceOutside)
+	}
 	if _, _, err := parseMode(f.Mode); err != nil {
 		return err
 	}
@@ -96,6 +159,8 @@ func (f *File) ensure() Ensure {
 	}
 	return f.Ensure
 }
+
+func (f *File) follow() bool { return f.Links == LinksFollow }
 
 // CheckApply reports how the path differs from the desired state and, when
 // apply is true, converges it.
@@ -124,23 +189,23 @@ func (f *File) present(env *resources.Env, apply bool) (resources.Result, error)
 	case f.Content != nil:
 		content = []byte(*f.Content)
 	case f.Source != "":
-		src := f.Source
-		if !filepath.IsAbs(src) && env != nil && env.WorkDir != "" {
-			src = filepath.Join(env.WorkDir, src)
+		workDir := ""
+		if env != nil {
+			workDir = env.WorkDir
 		}
-		if content, err = os.ReadFile(src); err != nil {
-			return resources.Result{}, fmt.Errorf("source: %w", err)
+		if content, err = readSource(workDir, f.Source); err != nil {
+			return resources.Result{}, fmt.Errorf("source %s: %w", f.Source, err)
 		}
 	}
 
-	target, fi, err := resolve(f.Path)
+	fi, err := os.Lstat(f.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := parentExists(f.Path); err != nil {
 			return resources.Result{}, err
 		}
 		res := resources.Result{Changed: true, Message: verb(apply, "create", "created")}
 		if manageContent {
-			res.Diff = contentDiff(f.Path, nil, content)
+			res.Diff = f.diff(nil, content, 0, want.perm(0o644))
 		}
 		if !apply {
 			return res, nil
@@ -150,29 +215,39 @@ func (f *File) present(env *resources.Env, apply bool) (resources.Result, error)
 	if err != nil {
 		return resources.Result{}, err
 	}
+	target := f.Path
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if f.follow() {
+			if target, fi, err = resolve(f.Path); err != nil {
+				return resources.Result{}, err
+			}
+		} else {
+			return f.replaceLink(fi, content, manageContent, want, apply)
+		}
+	}
 	if fi.IsDir() {
-		return resources.Result{}, fmt.Errorf("%s is a directory, want a file", f.Path)
+		return resources.Result{}, fmt.Errorf("%s is a directory, want a file", target)
 	}
 	if !fi.Mode().IsRegular() {
-		return resources.Result{}, fmt.Errorf("%s is not a regular file (%s)", f.Path, fi.Mode().Type())
+		return resources.Result{}, fmt.Errorf("%s is not a regular file (%s)", target, fi.Mode().Type())
 	}
 
 	var (
 		changes []string
 		diff    string
 	)
+	have := metaOf(fi)
 	contentDiffers := false
 	if manageContent {
-		current, err := os.ReadFile(target)
+		current, err := readNoFollow(target, fi)
 		if err != nil {
 			return resources.Result{}, err
 		}
-		if contentDiffers = string(current) != string(content); contentDiffers {
+		if contentDiffers = !bytes.Equal(current, content); contentDiffers {
 			changes = append(changes, verb(apply, "update content", "updated content"))
-			diff = contentDiff(f.Path, current, content)
+			diff = f.diff(current, content, have.mode, want.perm(have.mode))
 		}
 	}
-	have := metaOf(fi)
 	metaChanges := want.differences(have)
 	changes = append(changes, metaChanges...)
 	if len(changes) == 0 {
@@ -192,7 +267,27 @@ func (f *File) present(env *resources.Env, apply bool) (resources.Result, error)
 		}
 		return res, writeAtomic(target, content, want.perm(have.mode), uid, gid)
 	}
-	return res, want.applyTo(target, have)
+	return res, want.applyTo(target, fi, have)
+}
+
+// replaceLink handles a symbolic link at the managed path when links are
+// managed: with content, the link itself is replaced by the file (the atomic
+// rename swaps the directory entry; the link's target is never opened);
+// attribute-only, it is refused, as chown and chmod would change the target.
+func (f *File) replaceLink(fi fs.FileInfo, content []byte, manageContent bool, want meta, apply bool) (resources.Result, error) {
+	dest, _ := os.Readlink(f.Path)
+	if !manageContent {
+		return resources.Result{}, fmt.Errorf("%s is a symlink to %s: %w", f.Path, dest, ErrSymlink)
+	}
+	res := resources.Result{
+		Changed: true,
+		Message: verb(apply, "replace symlink to "+dest+" with a file", "replaced symlink to "+dest+" with a file"),
+		Diff:    f.diff(nil, content, 0, want.perm(0o644)),
+	}
+	if !apply {
+		return res, nil
+	}
+	return res, writeAtomic(f.Path, content, want.perm(0o644), want.uid, want.gid)
 }
 
 func (f *File) directory(apply bool) (resources.Result, error) {
@@ -200,7 +295,14 @@ func (f *File) directory(apply bool) (resources.Result, error) {
 	if err != nil {
 		return resources.Result{}, err
 	}
-	fi, err := os.Lstat(f.Path)
+	path := f.Path
+	fi, err := os.Lstat(path)
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 && f.follow() {
+		path, fi, err = resolve(f.Path)
+		if err != nil {
+			return resources.Result{}, err
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := parentExists(f.Path); err != nil {
 			return resources.Result{}, err
@@ -219,13 +321,17 @@ func (f *File) directory(apply bool) (resources.Result, error) {
 			return resources.Result{}, err
 		}
 		want.mode, want.modeSet = want.perm(0o755), true
-		return res, want.applyTo(f.Path, metaOf(fi))
+		return res, want.applyTo(f.Path, fi, metaOf(fi))
 	}
 	if err != nil {
 		return resources.Result{}, err
 	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		dest, _ := os.Readlink(f.Path)
+		return resources.Result{}, fmt.Errorf("%s exists and is not a directory (symlink to %s): %w", f.Path, dest, ErrSymlink)
+	}
 	if !fi.IsDir() {
-		return resources.Result{}, fmt.Errorf("%s exists and is not a directory (%s)", f.Path, typeName(fi))
+		return resources.Result{}, fmt.Errorf("%s exists and is not a directory (%s)", path, typeName(fi))
 	}
 	have := metaOf(fi)
 	changes := want.differences(have)
@@ -236,7 +342,7 @@ func (f *File) directory(apply bool) (resources.Result, error) {
 	if !apply {
 		return res, nil
 	}
-	return res, want.applyTo(f.Path, have)
+	return res, want.applyTo(path, fi, have)
 }
 
 func (f *File) absent(apply bool) (resources.Result, error) {
@@ -247,34 +353,40 @@ func (f *File) absent(apply bool) (resources.Result, error) {
 	if err != nil {
 		return resources.Result{}, err
 	}
+	what := typeName(fi)
 	if fi.IsDir() {
 		entries, err := os.ReadDir(f.Path)
 		if err != nil {
 			return resources.Result{}, err
 		}
 		if len(entries) > 0 {
-			return resources.Result{}, fmt.Errorf("refusing to remove non-empty directory %s", f.Path)
+			if !f.Force {
+				return resources.Result{}, fmt.Errorf("refusing to remove non-empty directory %s (set force: true to remove it)", f.Path)
+			}
+			what = fmt.Sprintf("directory and its %d entries", len(entries))
 		}
 	}
-	res := resources.Result{Changed: true, Message: verb(apply, "remove "+typeName(fi), "removed "+typeName(fi))}
+	res := resources.Result{Changed: true, Message: verb(apply, "remove "+what, "removed "+what)}
 	if !apply {
 		return res, nil
+	}
+	if fi.IsDir() && f.Force {
+		// RemoveAll never follows symbolic links inside the tree.
+		return res, os.RemoveAll(f.Path)
 	}
 	return res, os.Remove(f.Path)
 }
 
-// resolve follows a symlink at path so content is written to its target,
-// keeping the link. It returns the path to operate on and its info.
+// resolve follows a symlink at path (links: follow) so content is written to
+// its target, keeping the link. It returns the path to operate on and its
+// info. A dangling link is an error: follow manages an existing target.
 func resolve(path string) (string, fs.FileInfo, error) {
-	fi, err := os.Lstat(path)
-	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-		return path, fi, err
-	}
 	target, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return "", nil, fmt.Errorf("%s is a dangling symlink: %w", path, err)
+		dest, _ := os.Readlink(path)
+		return "", nil, fmt.Errorf("%s is a dangling symlink to %s (links: follow needs an existing target): %w", path, dest, err)
 	}
-	fi, err = os.Stat(target)
+	fi, err := os.Lstat(target)
 	return target, fi, err
 }
 

@@ -141,7 +141,7 @@ func TestPresent(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "f")
 		writeFile(t, path, "a\nb\nc\n", 0o600)
-		out := execute(t, build(t, path, "", map[string]any{"content": "a\nB\nc\n"}), resources.Env{})
+		out := execute(t, build(t, path, "", map[string]any{"content": "a\nB\nc\n", "show_diff": true}), resources.Env{})
 		if out.Status != resources.StatusChanged || out.Message != "updated content" {
 			t.Fatalf("outcome %+v", out)
 		}
@@ -201,12 +201,12 @@ func TestPresent(t *testing.T) {
 			t.Fatalf("content %q", b)
 		}
 		out := execute(t, f, resources.Env{WorkDir: t.TempDir()})
-		if out.Status != resources.StatusFailed || !errors.Is(out.Err, fs.ErrNotExist) || !strings.Contains(out.Message, "source:") {
+		if out.Status != resources.StatusFailed || !errors.Is(out.Err, fs.ErrNotExist) || !strings.Contains(out.Message, "source motd.txt:") {
 			t.Fatalf("missing source: %+v", out)
 		}
 	})
 
-	t.Run("follows symlinks", func(t *testing.T) {
+	t.Run("links follow writes the target", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
 		real, link := filepath.Join(dir, "real"), filepath.Join(dir, "link")
@@ -214,7 +214,7 @@ func TestPresent(t *testing.T) {
 		if err := os.Symlink(real, link); err != nil {
 			t.Fatal(err)
 		}
-		if out := execute(t, build(t, link, "", map[string]any{"content": "new"}), resources.Env{}); out.Status != resources.StatusChanged {
+		if out := execute(t, build(t, link, "", map[string]any{"content": "new", "links": "follow"}), resources.Env{}); out.Status != resources.StatusChanged {
 			t.Fatalf("outcome %+v", out)
 		}
 		if got := snapshot(t, link); !strings.HasPrefix(got, "symlink") {

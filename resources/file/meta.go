@@ -30,7 +30,7 @@ func (f *File) wantMeta() (meta, error) {
 		return meta{}, err
 	}
 	if f.Owner != "" {
-		if m.uid, err = lookupID(f.Owner, "owner", func(n string) (string, error) {
+		if m.uid, err = lookupID(string(f.Owner), "owner", func(n string) (string, error) {
 			u, err := user.Lookup(n)
 			if err != nil {
 				return "", err
@@ -41,7 +41,7 @@ func (f *File) wantMeta() (meta, error) {
 		}
 	}
 	if f.Group != "" {
-		if m.gid, err = lookupID(f.Group, "group", func(n string) (string, error) {
+		if m.gid, err = lookupID(string(f.Group), "group", func(n string) (string, error) {
 			g, err := user.LookupGroup(n)
 			if err != nil {
 				return "", err
@@ -105,9 +105,13 @@ func (m meta) differences(have meta) []string {
 	return out
 }
 
-// applyTo changes path's ownership, then its mode (chown may clear the
-// setuid and setgid bits), where they differ from have.
-func (m meta) applyTo(path string, have meta) error {
+// applyTo changes the ownership, then the mode (chown may clear the setuid
+// and setgid bits), of the file or directory checked as checked, where they
+// differ from have. It works on a descriptor opened without following a
+// final symbolic link and refuses a path whose inode is no longer the one
+// checked (ErrChanged), so a link planted between check and apply is never
+// followed.
+func (m meta) applyTo(path string, checked fs.FileInfo, have meta) error {
 	uid, gid := -1, -1
 	if m.uid >= 0 && m.uid != have.uid {
 		uid = m.uid
@@ -115,13 +119,22 @@ func (m meta) applyTo(path string, have meta) error {
 	if m.gid >= 0 && m.gid != have.gid {
 		gid = m.gid
 	}
+	chmod := m.modeSet && (m.mode != have.mode || uid >= 0 || gid >= 0)
+	if uid < 0 && gid < 0 && !chmod {
+		return nil
+	}
+	h, err := openNoFollow(path, checked)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
 	if uid >= 0 || gid >= 0 {
-		if err := os.Lchown(path, uid, gid); err != nil {
+		if err := h.chown(uid, gid); err != nil {
 			return err
 		}
 	}
-	if m.modeSet && (m.mode != have.mode || uid >= 0 || gid >= 0) {
-		return os.Chmod(path, m.mode)
+	if chmod {
+		return h.chmod(m.mode)
 	}
 	return nil
 }

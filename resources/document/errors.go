@@ -1,0 +1,40 @@
+package document
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrConflict is returned when a kv entry kept changing under us: every
+	// one of MaxCASAttempts compare-and-swap writes lost against another
+	// writer.
+	ErrConflict = errors.New("document: the entry kept changing during apply")
+	// ErrNoBuckets is returned for a kv:// document when the process has no
+	// NATS connection to reach buckets through.
+	ErrNoBuckets = errors.New("document: no NATS buckets in this process")
+	// ErrTooLarge is returned for a document larger than MaxDocumentBytes.
+	ErrTooLarge = errors.New("document: too large")
+)
+
+// ParseError is a document that does not parse. File names the file (or
+// kv:// entry) and Line the line of the error (0 when unknown).
+type ParseError struct {
+	File string
+	Line int
+	Err  error
+}
+
+func (e *ParseError) Error() string {
+	switch {
+	case e.File != "" && e.Line > 0:
+		return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+	case e.File != "":
+		return fmt.Sprintf("%s: %v", e.File, e.Err)
+	case e.Line > 0:
+		return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+	}
+	return e.Err.Error()
+}
+
+func (e *ParseError) Unwrap() error { return e.Err }
