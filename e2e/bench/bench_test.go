@@ -1,0 +1,270 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manifold-run/manifold/schemas"
+)
+
+func TestManifestIsValidCCMBlockShape(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, ord := range []Ordering{"", OrderingGraph} {
+		spec := filesSpec{dir: dir, n: 3, owner: "nobody", group: "nogroup", exec: true, ordering: ord}
+		m, err := schemas.Parse("bench.yaml", []byte(spec.yaml()))
+		if err != nil {
+			t.Fatalf("ordering %q: %v\n%s", ord, err, spec.yaml())
+		}
+		if len(m.Resources) != spec.resources() {
+			t.Fatalf("ordering %q: %d resources, want %d", ord, len(m.Resources), spec.resources())
+		}
+		if got, want := m.Resources[2].Name, spec.fileName(2); got != want {
+			t.Errorf("third resource %q, want %q", got, want)
+		}
+		if got := m.Resources[3].Type; got != "exec" {
+			t.Errorf("last resource of type %q, want exec", got)
+		}
+	}
+	if _, err := schemas.Parse("parent.yaml", []byte(applyLevelYAML("child/manifest.yaml"))); err != nil {
+		t.Fatalf("apply level manifest: %v", err)
+	}
+}
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	ms := func(ns ...int) []time.Duration {
+		var ds []time.Duration
+		for _, n := range ns {
+			ds = append(ds, time.Duration(n)*time.Millisecond)
+		}
+		return ds
+	}
+	for _, tc := range []struct {
+		in       []time.Duration
+		med, p99 time.Duration
+	}{
+		{nil, 0, 0},
+		{ms(5), 5 * time.Millisecond, 5 * time.Millisecond},
+		{ms(9, 1, 5), 5 * time.Millisecond, 9 * time.Millisecond},
+		{ms(4, 1, 3, 2), 2500 * time.Microsecond, 4 * time.Millisecond},
+	} {
+		if got := median(tc.in); got != tc.med {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.med)
+		}
+		if got := percentile(tc.in, 99); got != tc.p99 {
+			t.Errorf("percentile(%v, 99) = %v, want %v", tc.in, got, tc.p99)
+		}
+	}
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(100-i) * time.Millisecond
+	}
+	if got := percentile(hundred, 50); got != 50*time.Millisecond {
+		t.Errorf("p50 of 1..100 ms = %v", got)
+	}
+	if got := percentile(hundred, 99); got != 99*time.Millisecond {
+		t.Errorf("p99 of 1..100 ms = %v", got)
+	}
+	if got := medianFloat([]float64{3, 1, 2, 10}); got != 2.5 {
+		t.Errorf("medianFloat = %v, want 2.5", got)
+	}
+}
+
+func TestFloorConvergesAndRepairsDrift(t *testing.T) {
+	t.Parallel()
+	spec := filesSpec{dir: t.TempDir(), n: 5, exec: true}
+	uid, gid := os.Geteuid(), os.Getegid()
+	for _, step := range []struct {
+		name  string
+		drift bool
+		apply bool
+		want  int
+	}{
+		{"first", false, true, 6},
+		{"converged", false, true, 0},
+		{"drift noop", true, false, 3},
+		{"drift noop leaves the drift", false, false, 3},
+		{"drift apply", false, true, 3},
+		{"converged again", false, true, 0},
+	} {
+		if step.drift {
+			if _, err := spec.drift(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := floorPass(spec, uid, gid, step.apply)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if got != step.want {
+			t.Fatalf("%s: %d changed, want %d", step.name, got, step.want)
+		}
+	}
+	if err := spec.verify(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(spec.fileName(0)); err != nil || fi.Mode().Perm() != floorMode {
+		t.Fatalf("mode of %s: %v, %v", spec.fileName(0), fi.Mode(), err)
+	}
+	res, err := floorRun(spec, uid, gid, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range []Scenario{ScenarioFirst, ScenarioConverged, ScenarioNoop, ScenarioDrift} {
+		if res[sc] <= 0 {
+			t.Errorf("floor %s: no time", sc)
+		}
+	}
+}
+
+func TestRunnerKillsAtTimeout(t *testing.T) {
+	t.Parallel()
+	id, err := currentIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// t.TempDir's parent is closed to other users: the unprivileged child
+	// needs a home it can reach.
+	home, err := os.MkdirTemp("", "bench-runner-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	if err := os.Chmod(home, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{id: id, home: home}
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	// sh starts a child in the same group: the whole group must die.
+	start := time.Now()
+	s := r.run(t.Context(), 300*time.Millisecond, "", "/bin/sh", "-c", sleep+" 30 & "+sleep+" 30")
+	if !s.timeout || !errors.Is(s.err, errTimeout) {
+		t.Fatalf("want a timeout, got %+v (%v)", s, s.err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the timed out process took %s to end", took)
+	}
+	s = r.run(t.Context(), 10*time.Second, "", "/bin/sh", "-c", "id -u; exit 3")
+	if s.err == nil || s.timeout {
+		t.Fatalf("exit 3: want an error, got %+v", s)
+	}
+	s = r.run(t.Context(), 10*time.Second, "", "/bin/sh", "-c", "id -u")
+	if s.err != nil || strings.TrimSpace(string(s.stdout)) != strconv.Itoa(id.uid) {
+		t.Fatalf("id -u: %q, %v; want %d", s.stdout, s.err, id.uid)
+	}
+	if s.rssKiB <= 0 || s.wall <= 0 {
+		t.Fatalf("no rusage: %+v", s)
+	}
+}
+
+func TestMainRefusesBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--sizes", "0"},
+		{"--sizes", "x"},
+		{"--reps", "101"},
+		{"--workers", "17"},
+		{"--modes", "fast"},
+		{"extra"},
+	} {
+		var out, errw strings.Builder
+		if code := Main(t.Context(), append(args, "--root", "/nonexistent"), &out, &errw); code != 2 {
+			t.Errorf("%v: exit %d, want 2; %s", args, code, errw.String())
+		}
+		if errw.Len() == 0 {
+			t.Errorf("%v: no error message", args)
+		}
+	}
+}
+
+func TestMemTotal(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"24684084 kB": "23.5 GiB", "1048576 kB": "1.0 GiB", "odd": "odd", "": ""} {
+		if got := memTotal(in); got != want {
+			t.Errorf("memTotal(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestConfigLimits(t *testing.T) {
+	t.Parallel()
+	ok := Config{Root: "/x"}.WithDefaults()
+	if err := ok.validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for name, c := range map[string]Config{
+		"size 0":         {Root: "/x", Sizes: []int{0}},
+		"size past max":  {Root: "/x", Sizes: []int{MaxSize + 1}},
+		"reps past max":  {Root: "/x", Reps: MaxReps + 1},
+		"workers 17":     {Root: "/x", Workers: []int{MaxWorkers + 1}},
+		"unknown mode":   {Root: "/x", Modes: []Mode{"fast"}},
+		"no module root": {},
+	} {
+		if err := c.WithDefaults().validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	at := Config{Root: "/x", Sizes: []int{MaxSize}, Reps: MaxReps, Workers: []int{MaxWorkers}}.WithDefaults()
+	if err := at.validate(); err != nil {
+		t.Errorf("at the limits: %v", err)
+	}
+	if got := ok.repsFor(20000); got != 3 {
+		t.Errorf("reps at 20,000: %d, want 3", got)
+	}
+	if got := ok.timeoutFor(2000); got != 100*time.Second {
+		t.Errorf("timeout at 2,000: %s, want 100s", got)
+	}
+}
+
+// TestSmoke runs every mode once on one resource (a few seconds once the
+// binary is built).
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs manifold")
+	}
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	var log strings.Builder
+	res, err := Run(ctx, Config{Root: filepath.Dir(strings.TrimSpace(string(out))), Sizes: []int{1}, Reps: 1,
+		Workers: []int{1}, DistN: 3, ChainN: 3}, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if res.failed() {
+		var md strings.Builder
+		res.Markdown(&md)
+		t.Fatalf("a measurement failed:\n%s\n%s", md.String(), log.String())
+	}
+	f := res.Files[0]
+	for _, sc := range scenarios {
+		c := f.cells[sc]["manifold"]
+		if c.wall() <= 0 || c.rssKiB() <= 0 {
+			t.Errorf("%s: wall %s, rss %d KiB", sc, c.wall(), c.rssKiB())
+		}
+	}
+	if res.Level.Tools[0].Parent <= 0 || res.Dist.Rows[0].TasksPerSec <= 0 || res.Dist.Latency.Tasks != 3 {
+		t.Errorf("level %+v, dist %+v, latency %+v", res.Level.Tools[0], res.Dist.Rows, res.Dist.Latency)
+	}
+	var md strings.Builder
+	res.Markdown(&md)
+	for _, want := range []string{"### N = 1 ", "| converged apply |", "## One apply level", "| 1 |", "per-task overhead p50"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// cell holds the samples of one tool in one scenario at one size.
+type cell struct {
+	samples []sample
+	// err is the first failure; later repetitions are not run.
+	err error
+}
+
+// ok returns the successful samples.
+func (c *cell) ok() []sample {
+	var out []sample
+	for _, s := range c.samples {
+		if s.err == nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// wall returns the median wall time of the successful samples.
+func (c *cell) wall() time.Duration {
+	var ds []time.Duration
+	for _, s := range c.ok() {
+		ds = append(ds, s.wall)
+	}
+	return median(ds)
+}
+
+// rssKiB returns the median peak RSS of the successful samples.
+func (c *cell) rssKiB() int64 {
+	var ds []time.Duration
+	for _, s := range c.ok() {
+		ds = append(ds, time.Duration(s.rssKiB))
+	}
+	return int64(median(ds))
+}
+
+// FilesResult is the measurement of one size: per scenario, per tool, the
+// samples; the manifold/CCM ratio of each pair; the floor.
+type FilesResult struct {
+	N     int
+	Reps  int
+	Tools []string
+	cells map[Scenario]map[string]*cell
+	// ratios holds manifold/CCM wall time per pair that both completed.
+	ratios map[Scenario][]float64
+	floor  map[Scenario]time.Duration
+	// floorErr is why the floor has no figures.
+	floorErr error
+	// note explains skipped tools.
+	note string
+}
+
+// toolState is a tool's manifest and files at one size.
+type toolState struct {
+	tool     tool
+	spec     filesSpec
+	manifest string
+	failed   error
+}
+
+// runFiles measures every scenario at size n for the tools, pair by pair:
+// each repetition runs each tool once, the order alternating between
+// repetitions, so both see the same machine load.
+func (h *harness) runFiles(ctx context.Context, n, reps int, tools []tool) (*FilesResult, error) {
+	res := &FilesResult{N: n, Reps: reps, cells: map[Scenario]map[string]*cell{}, ratios: map[Scenario][]float64{}}
+	var states []*toolState
+	for _, t := range tools {
+		base := filepath.Join(h.work, t.name, fmt.Sprintf("n%d", n))
+		spec := filesSpec{dir: filepath.Join(base, "files"), n: n, owner: h.id.owner, group: h.id.group, exec: true}
+		if err := h.mkdirs(spec.dir); err != nil {
+			return nil, err
+		}
+		st := &toolState{tool: t, spec: spec, manifest: filepath.Join(base, "manifest.yaml")}
+		if err := spec.write(st.manifest); err != nil {
+			return nil, err
+		}
+		states = append(states, st)
+		res.Tools = append(res.Tools, t.name)
+	}
+	timeout := h.cfg.timeoutFor(n)
+	for _, sc := range scenarios {
+		res.cells[sc] = map[string]*cell{}
+		for _, st := range states {
+			res.cells[sc][st.tool.name] = &cell{}
+		}
+		for rep := range reps {
+			order := slices.Clone(states)
+			if rep%2 == 1 {
+				slices.Reverse(order)
+			}
+			walls := map[string]time.Duration{}
+			for _, st := range order {
+				c := res.cells[sc][st.tool.name]
+				if st.failed != nil {
+					if c.err == nil {
+						c.err = fmt.Errorf("not run: %w", st.failed)
+					}
+					continue
+				}
+				s := h.runScenario(ctx, st, sc, timeout)
+				c.samples = append(c.samples, s)
+				if s.err != nil {
+					c.err, st.failed = s.err, s.err
+					h.log.Warn("run failed", "tool", st.tool.name, "n", n, "scenario", sc, "error", s.err)
+					continue
+				}
+				walls[st.tool.name] = s.wall
+				h.log.Info("run", "tool", st.tool.name, "n", n, "scenario", sc, "rep", rep+1,
+					"wall", s.wall.Round(time.Millisecond), "rss_mib", s.rssKiB/1024)
+			}
+			if m, ok := walls["manifold"]; ok {
+				if c, ok := walls["CCM"]; ok && c > 0 {
+					res.ratios[sc] = append(res.ratios[sc], float64(m)/float64(c))
+				}
+			}
+			if err := ctx.Err(); err != nil {
+				return res, err
+			}
+		}
+	}
+	floorSpec := filesSpec{dir: filepath.Join(h.work, "floor", fmt.Sprintf("n%d", n)), n: n, exec: true}
+	if err := os.MkdirAll(floorSpec.dir, 0o755); err != nil {
+		return nil, err
+	}
+	res.floor, res.floorErr = floorRun(floorSpec, h.id.uid, h.id.gid, reps)
+	if res.floorErr != nil {
+		h.log.Warn("floor failed", "n", n, "error", res.floorErr)
+	}
+	return res, nil
+}
+
+// runScenario prepares the state a scenario starts from, runs the tool
+// once and checks what it did.
+func (h *harness) runScenario(ctx context.Context, st *toolState, sc Scenario, timeout time.Duration) sample {
+	want := -1
+	switch sc {
+	case ScenarioFirst:
+		if err := clean(st.spec.dir); err != nil {
+			return sample{err: err}
+		}
+		want = st.spec.resources()
+	case ScenarioConverged, ScenarioNoop:
+		want = 0
+	case ScenarioDrift:
+		k, err := st.spec.drift()
+		if err != nil {
+			return sample{err: err}
+		}
+		want = k
+	}
+	s := h.run.run(ctx, timeout, filepath.Dir(st.manifest), st.tool.bin, st.tool.args(sc, st.manifest)...)
+	if s.err != nil {
+		return s
+	}
+	out := s.stdout
+	s.stdout = nil
+	if err := st.tool.check(out, want); err != nil {
+		s.err = fmt.Errorf("%s %s of %d files: %w", st.tool.name, sc, st.spec.n, err)
+		return s
+	}
+	if sc == ScenarioFirst || sc == ScenarioDrift {
+		if err := st.spec.verify(); err != nil {
+			s.err = fmt.Errorf("%s %s of %d files: %w", st.tool.name, sc, st.spec.n, err)
+		}
+	}
+	return s
+}

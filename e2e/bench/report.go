@@ -1,0 +1,237 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"time"
+)
+
+// fmtDur formats a duration for a table: ms with three significant
+// figures below 10 s, else seconds.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "–"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+}
+
+// fmtRSS formats KiB as MiB.
+func fmtRSS(kib int64) string {
+	if kib <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f MiB", float64(kib)/1024)
+}
+
+// fmtRatio formats a ratio, "–" when not a number.
+func fmtRatio(r float64) string {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", r)
+}
+
+// cellText is a table cell for a tool's wall time: the median, or why
+// there is none.
+func cellText(c *cell) (wall, rss string) {
+	if c == nil {
+		return "–", "–"
+	}
+	if len(c.ok()) == 0 && c.err != nil {
+		return failure(c.err), "–"
+	}
+	w, r := fmtDur(c.wall()), fmtRSS(c.rssKiB())
+	if c.err != nil {
+		w += " (then " + failure(c.err) + ")"
+	}
+	return w, r
+}
+
+// failure is a short table word for an error: timeout or failed.
+func failure(err error) string {
+	if strings.Contains(err.Error(), errTimeout.Error()) {
+		return "**timeout**"
+	}
+	return "**failed**"
+}
+
+// Markdown writes the results as Markdown.
+func (r *Results) Markdown(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	m := r.Machine
+	p("# Benchmark results\n\n")
+	p("Taken %s with commit `%s`.\n\n", r.Started.UTC().Format("2006-01-02 15:04 MST"), m.Commit)
+	p("| machine | |\n|---|---|\n")
+	p("| CPUs | %d (%s) |\n| memory | %s |\n| kernel | %s |\n| Go | %s |\n| load average at start | %s |\n| harness time | %s |\n\n",
+		m.CPUs, m.CPUModel, m.MemTotal, m.Kernel, m.Go, m.LoadAvg, r.Took.Round(time.Second))
+	p("Command:\n\n```sh\n%s\n```\n\n", r.Config.Command)
+	if r.Config.CCM != "" {
+		p("CCM: `%s`, whose `--version` prints `%s`.\n\n", r.Config.CCM, r.CCMVersion)
+	}
+	p("Every figure is the median of the repetitions given per table. Wall time (measured by the\n")
+	p("harness around the process) and peak RSS (%s) are of the whole process,\n", r.RSSMethod)
+	p("run as nobody:nogroup when the harness runs as root (else as the current user) with a clean\n")
+	p("environment (`PATH=/usr/bin:/bin`, `HOME` a fresh directory).\n\n")
+	if len(r.Files) > 0 {
+		p("## Files\n\n")
+		p("A CCM-format manifest of N file resources in CCM's block shape (a `defaults` entry with\n")
+		p("ensure, owner, group and mode; content rendered from data with `{{ lookup('data.greeting') }}`)\n")
+		p("plus one exec guarded by `creates`; the same manifest for both tools, paths apart.\n")
+		p("manifold: `manifold validate M` and the embedded `manifold apply --output json M`\n")
+		p("(`--noop` for noop); CCM: `ccm apply --render M` (parse, data, templates: the nearest\n")
+		p("it has to validate) and `ccm apply M` (`--noop`). Ratio: the median over repetitions of\n")
+		p("manifold/CCM of each pair (the two run back to back, the order alternating). Floor: a\n")
+		p("plain Go loop in the harness's process doing the same lstat/read/compare and atomic write\n")
+		p("(temporary file, chmod, chown, fsync, rename) per file (no process start).\n\n")
+		for _, f := range r.Files {
+			p("### N = %d (%d repetitions)\n\n", f.N, f.Reps)
+			hasCCM := len(f.Tools) > 1
+			if hasCCM {
+				p("| scenario | manifold wall | manifold RSS | CCM wall | CCM RSS | manifold / CCM | floor |\n|---|---|---|---|---|---|---|\n")
+			} else {
+				p("| scenario | manifold wall | manifold RSS | floor |\n|---|---|---|---|\n")
+			}
+			for _, sc := range scenarios {
+				mw, mr := cellText(f.cells[sc]["manifold"])
+				fl := "–"
+				if d, ok := f.floor[sc]; ok {
+					fl = fmtDur(d)
+				}
+				if hasCCM {
+					cw, cr := cellText(f.cells[sc]["CCM"])
+					p("| %s | %s | %s | %s | %s | %s | %s |\n", sc, mw, mr, cw, cr, fmtRatio(medianFloat(f.ratios[sc])), fl)
+				} else {
+					p("| %s | %s | %s | %s |\n", sc, mw, mr, fl)
+				}
+			}
+			p("\n")
+			if f.note != "" {
+				p("%s.\n\n", f.note)
+			}
+			for _, t := range f.Tools {
+				for _, sc := range scenarios {
+					if c := f.cells[sc][t]; c != nil && c.err != nil && !strings.HasPrefix(c.err.Error(), "not run") {
+						p("- %s, %s: %s\n", t, sc, oneLine(c.err))
+					}
+				}
+			}
+			if f.floorErr != nil {
+				p("- floor: %s\n", oneLine(f.floorErr))
+			}
+			p("\n")
+		}
+	}
+	if l := r.Level; l != nil {
+		p("## One apply level (%d repetitions)\n\n", l.Reps)
+		p("Converged apply of a manifest holding one `apply` of a child manifest with one stable file,\n")
+		p("against a converged apply of the child alone. Wall: whole process; run: the report's run time\n(manifold only).\n\n")
+		p("| tool | child alone, wall | parent + child, wall | cost of the level, wall | child alone, run | parent + child, run | cost, run |\n|---|---|---|---|---|---|---|\n")
+		for _, t := range l.Tools {
+			if t.Err != nil && t.Child == 0 {
+				p("| %s | %s | | | | | |\n", t.Name, failure(t.Err))
+				continue
+			}
+			runCost := "–"
+			if t.ChildRun > 0 && t.ParentRun > 0 {
+				runCost = fmtSigned(t.ParentRun - t.ChildRun)
+			}
+			p("| %s | %s | %s | %s | %s | %s | %s |\n", t.Name, fmtDur(t.Child), fmtDur(t.Parent), fmtSigned(t.Parent-t.Child),
+				fmtDur(t.ChildRun), fmtDur(t.ParentRun), runCost)
+		}
+		for _, t := range l.Tools {
+			if t.Err != nil {
+				p("\n- %s: %s\n", t.Name, oneLine(t.Err))
+			}
+		}
+		p("\n")
+	}
+	if d := r.Dist; d != nil {
+		p("## Distributed\n\n")
+		p("`manifold server`, `manifold coordinator` and workers as separate processes on loopback\n")
+		p("(each worker with the default concurrency, %d). Runs are submitted with\n", d.Concurrency)
+		p("`manifold run --server URL --output json M` (submit, wait, print the report).\n\n")
+		p("### Throughput of trivial tasks (%d repetitions)\n\n", d.Reps)
+		p("`ordering: graph`, %d file resources already converged (stat, read, compare: no\n", d.N)
+		p("process spawned, nothing written). tasks/s = N / run time, the run time being the report's\n")
+		p("`finished_at - started_at`. The first run (creating the files, 1 worker) took %s.\n\n", fmtDur(d.First))
+		p("| workers | run time | client wall | tasks/s |\n|---|---|---|---|\n")
+		for _, row := range d.Rows {
+			if row.Err != nil && row.RunTime == 0 {
+				p("| %d | %s | | |\n", row.Workers, failure(row.Err))
+				continue
+			}
+			p("| %d | %s | %s | %.0f |\n", row.Workers, fmtDur(row.RunTime), fmtDur(row.Wall), row.TasksPerSec)
+		}
+		for _, row := range d.Rows {
+			if row.Err != nil {
+				p("\n- %d workers: %s\n", row.Workers, oneLine(row.Err))
+			}
+		}
+		if d.Err != nil {
+			p("\n- %s\n", oneLine(d.Err))
+		}
+		p("\n")
+		if l := d.Latency; l != nil {
+			p("### Per-task latency (1 worker, %d runs)\n\n", l.Runs)
+			p("A run of %d converged file resources in `ordering: manifest`: one task in flight at a\n", l.ChainN)
+			p("time, so the bus is not saturated. The events give no worker-side timestamps, so the\n")
+			p("overhead is measured from the coordinator's events, received by a core NATS subscription:\n")
+			p("`task_finished.time - task_dispatched.time - duration_ms` (the resource's own time, whole\n")
+			p("milliseconds, as the worker measured it), over %d tasks. It is the bus round trip\n", l.Tasks)
+			p("(publish the task, a worker takes it, result record, outcome back, the coordinator reads it)\n")
+			p("plus the coordinator's bookkeeping between the two events.\n\n")
+			p("| measure | value |\n|---|---|\n")
+			p("| per-task overhead p50 | %s |\n| per-task overhead p99 | %s |\n", fmtDur(l.P50), fmtDur(l.P99))
+			p("| run time / N (the whole chain, decisions included) | %s |\n", fmtDur(l.PerTask))
+			p("| one-resource run: run time - resource duration | %s |\n", fmtDur(l.OneResource))
+			if l.Err != nil {
+				p("\n- %s\n", oneLine(l.Err))
+			}
+			p("\n")
+		}
+	}
+	for _, e := range r.Errors {
+		p("- %s\n", oneLine(fmt.Errorf("%s", e)))
+	}
+}
+
+// fmtSigned formats a difference, which may be negative (noise).
+func fmtSigned(d time.Duration) string {
+	if d < 0 {
+		return "-" + fmtDur(-d)
+	}
+	if d == 0 {
+		return "0"
+	}
+	return fmtDur(d)
+}
+
+// oneLine flattens an error for a list item.
+func oneLine(err error) string {
+	s := strings.Join(strings.Fields(err.Error()), " ")
+	if len(s) > 400 {
+		s = s[:400] + "..."
+	}
+	return s
+}
+
+// WriteFile writes the Markdown to path.
+func (r *Results) WriteFile(path string) error {
+	var b strings.Builder
+	r.Markdown(&b)
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
+}
