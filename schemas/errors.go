@@ -11,10 +11,10 @@ import (
 // Limits on manifests. Each is checked before the expensive work starts.
 const (
 	// MaxManifestBytes is the largest manifest file Load and Parse accept.
-	MaxManifestBytes = 4 << 20
+	MaxManifestBytes = 16 << 20
 	// MaxResources is the largest number of resources one manifest may
 	// declare (defaults entries do not count).
-	MaxResources = 10000
+	MaxResources = 50000
 )
 
 var (

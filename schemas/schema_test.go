@@ -35,7 +35,7 @@ func TestEveryTypeIsClosed(t *testing.T) {
 
 func TestMaxManifestBytes(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, 4<<20, MaxManifestBytes)
+	require.Equal(t, 16<<20, MaxManifestBytes)
 
 	big := bytes.Repeat([]byte("#"), MaxManifestBytes+1)
 	_, err := Parse("big.yaml", big)
@@ -54,11 +54,11 @@ func TestMaxManifestBytes(t *testing.T) {
 
 func TestMaxResources(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, 10000, MaxResources)
+	require.Equal(t, 50000, MaxResources)
 
 	_, err := Parse("many.yaml", flatManifest(MaxResources+1))
 	require.ErrorIs(t, err, ErrTooManyResources)
-	require.EqualError(t, err, "many.yaml:1:1: resources: 10001 resources exceed the limit of 10000 per manifest; split it with apply resources")
+	require.EqualError(t, err, "many.yaml:1:1: resources: 50001 resources exceed the limit of 50000 per manifest; split it with apply resources")
 
 	// Block-shape resources count too; defaults entries do not.
 	var b strings.Builder
