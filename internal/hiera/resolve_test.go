@@ -27,8 +27,8 @@ func TestResolve(t *testing.T) {
 		"web":       map[string]any{"listen_port": 80, "tls": false},
 	}
 	ccmOverrides := map[string]map[string]any{
-		"env:prod": {"log_level": "WARN"},
-		"role:web": {"packages": []any{"nginx"}, "web": map[string]any{"listen_port": 443, "tls": true}},
+		"env:prod":   {"log_level": "WARN"},
+		"role:web":   {"packages": []any{"nginx"}, "web": map[string]any{"listen_port": 443, "tls": true}},
 		"host:web01": {"log_level": "TRACE"},
 	}
 	ccmOrder := []string{"env:${ lookup('facts.env') }", "role:${ lookup('facts.role') }", "host:{{ lookup('facts.hostname') }}"}
@@ -71,15 +71,15 @@ func TestResolve(t *testing.T) {
 			want: map[string]any{"a": 2},
 		},
 		{
-			name: "deep merges nested maps key by key",
-			data: map[string]any{"web": map[string]any{"port": 80, "tls": map[string]any{"on": false, "cert": "a"}}},
+			name:      "deep merges nested maps key by key",
+			data:      map[string]any{"web": map[string]any{"port": 80, "tls": map[string]any{"on": false, "cert": "a"}}},
 			hierarchy: h(schemas.MergeDeep, "os:{{ lookup('facts.host.info.os') }}"),
 			overrides: map[string]map[string]any{"os:linux": {"web": map[string]any{"tls": map[string]any{"on": true}}}}, facts: facts,
 			want: map[string]any{"web": map[string]any{"port": 80, "tls": map[string]any{"on": true, "cert": "a"}}},
 		},
 		{
-			name: "deep: a map replaces a scalar and a scalar a map",
-			data: map[string]any{"a": 1, "b": map[string]any{"c": 1}},
+			name:      "deep: a map replaces a scalar and a scalar a map",
+			data:      map[string]any{"a": 1, "b": map[string]any{"c": 1}},
 			hierarchy: h(schemas.MergeDeep, "default"),
 			overrides: map[string]map[string]any{"default": {"a": map[string]any{"x": 1}, "b": "flat"}}, facts: facts,
 			want: map[string]any{"a": map[string]any{"x": 1}, "b": "flat"},
@@ -138,8 +138,8 @@ func TestResolve(t *testing.T) {
 			want: map[string]any{"a": 2},
 		},
 		{
-			name: "data values render over facts with their native type",
-			data: map[string]any{"host": "{{ lookup('facts.hostname') }}", "n": "${ lookup('facts.cpus') }", "l": []any{"x-{{ lookup('facts.env') }}"}},
+			name:  "data values render over facts with their native type",
+			data:  map[string]any{"host": "{{ lookup('facts.hostname') }}", "n": "${ lookup('facts.cpus') }", "l": []any{"x-{{ lookup('facts.env') }}"}},
 			facts: facts,
 			want:  map[string]any{"host": "web01", "n": 4, "l": []any{"x-prod"}},
 		},
