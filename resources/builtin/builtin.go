@@ -9,9 +9,11 @@ import (
 	"github.com/manifold-run/manifold/resources/document"
 	"github.com/manifold-run/manifold/resources/exec"
 	"github.com/manifold-run/manifold/resources/file"
+	"github.com/manifold-run/manifold/resources/group"
 	"github.com/manifold-run/manifold/resources/http"
 	"github.com/manifold-run/manifold/resources/pkg"
 	"github.com/manifold-run/manifold/resources/service"
+	"github.com/manifold-run/manifold/resources/user"
 )
 
 // Config is what built-in types share within a process.
@@ -23,7 +25,7 @@ type Config struct {
 
 // Registry returns a new registry holding every built-in type: file, exec,
 // archive, http, document (whose kv:// documents need RegistryWith and a
-// bus), package and service. Each call returns a fresh registry, so callers
+// bus), package, service, user and group. Each call returns a fresh registry, so callers
 // (tests) may register more types without affecting others.
 func Registry() *resources.Registry {
 	return RegistryWith(Config{})
@@ -38,6 +40,8 @@ func RegistryWith(cfg Config) *resources.Registry {
 	r.Register(http.Type, http.New, resources.WithProperties(http.Properties{}))
 	r.Register(pkg.Type, pkg.New, resources.WithProperties(pkg.Properties{}))
 	r.Register(service.Type, service.New, resources.WithProperties(service.Properties{}))
+	r.Register(group.Type, group.New, resources.WithProperties(group.Properties{}))
+	r.Register(user.Type, user.New, resources.WithProperties(user.Properties{}))
 	r.Register(document.Type, document.NewFactory(cfg.Documents), resources.WithProperties(document.Properties{}))
 	return r
 }

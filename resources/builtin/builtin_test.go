@@ -14,7 +14,7 @@ import (
 
 func TestRegistry(t *testing.T) {
 	t.Parallel()
-	if got := Registry().Types(); !slices.Equal(got, []string{"archive", "document", "exec", "file", "http", "package", "service"}) {
+	if got := Registry().Types(); !slices.Equal(got, []string{"archive", "document", "exec", "file", "group", "http", "package", "service", "user"}) {
 		t.Fatalf("Types() = %v", got)
 	}
 }
