@@ -151,11 +151,11 @@ func (p *loader) manifest(doc cue.Value) *Manifest {
 	v, _, ok := p.build(p.s.manifest, doc, "", filePos, nil, []string{"resources"})
 	if ok {
 		var top struct {
-			Data      map[string]any `json:"data"`
-			Hierarchy map[string]any `json:"hierarchy"`
-			Overrides map[string]any `json:"overrides"`
-			Ordering  Ordering       `json:"ordering"`
-			Fail      *bool          `json:"fail_on_error"`
+			Data      map[string]any            `json:"data"`
+			Hierarchy Hierarchy                 `json:"hierarchy"`
+			Overrides map[string]map[string]any `json:"overrides"`
+			Ordering  Ordering                  `json:"ordering"`
+			Fail      *bool                     `json:"fail_on_error"`
 			CCM       struct {
 				Fail *bool `json:"fail_on_error"`
 			} `json:"ccm"`
@@ -186,8 +186,11 @@ func (p *loader) manifest(doc cue.Value) *Manifest {
 			}
 		}
 		m.Data = normalize(top.Data).(map[string]any)
-		m.Hierarchy = normalize(top.Hierarchy).(map[string]any)
-		m.Overrides = normalize(top.Overrides).(map[string]any)
+		m.Hierarchy = top.Hierarchy
+		for _, o := range top.Overrides {
+			normalize(o)
+		}
+		m.Overrides = top.Overrides
 		m.Ordering = top.Ordering
 		if top.Fail != nil && top.CCM.Fail != nil {
 			fv := doc.LookupPath(cue.ParsePath("ccm.fail_on_error"))

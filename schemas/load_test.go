@@ -114,8 +114,8 @@ func TestParseValid(t *testing.T) {
 		m, err := Load("testdata/valid/reserved.yaml")
 		require.NoError(t, err)
 		require.True(t, m.FailOnError)
-		require.Equal(t, map[string]any{"order": []any{"os:{{ lookup('facts.host.info.platformFamily') }}"}}, m.Hierarchy)
-		require.Equal(t, map[string]any{"os:debian": map[string]any{"port": 8081}}, m.Overrides)
+		require.Equal(t, Hierarchy{Order: []string{"os:{{ lookup('facts.host.info.platformFamily') }}"}}, m.Hierarchy)
+		require.Equal(t, map[string]map[string]any{"os:debian": {"port": 8081}}, m.Overrides)
 		r := m.Resources[0]
 		require.Equal(t, &Control{If: "lookup('facts.ok')"}, r.Control)
 		require.Equal(t, []map[string]any{{"command": "/bin/true", "tries": 3}}, r.HealthChecks)
@@ -208,6 +208,11 @@ func TestParseInvalid(t *testing.T) {
 		}},
 		{"syntax.yaml", []string{
 			`syntax.yaml:2: did not find expected node content`,
+		}},
+		{"hierarchy.yaml", []string{
+			`hierarchy.yaml:2:52: hierarchy.order[1]: conflicting values 42 and string (mismatched types int and string)`,
+			`hierarchy.yaml:3:10: hierarchy.merge: invalid value "deeep" (allowed: "first" | "deep")`,
+			`hierarchy.yaml:5:15: overrides.os:linux: conflicting values 5 and {...} (mismatched types int and struct)`,
 		}},
 		{"both_sections.yaml", []string{
 			`both_sections.yaml:3:3: ccm.resources: resources are listed both at the top level and in ccm; list them in one place`,

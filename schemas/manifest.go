@@ -50,12 +50,33 @@ type Manifest struct {
 	FailOnError bool `json:"fail_on_error"`
 	// Resources in declaration order, with `defaults` entries merged in.
 	Resources []Resource `json:"resources"`
-	// Hierarchy is the reserved `hierarchy:` section, kept raw for the data
-	// hierarchy feature.
-	Hierarchy map[string]any `json:"hierarchy,omitempty"`
-	// Overrides is the reserved `overrides:` section, kept raw for the data
-	// hierarchy feature.
-	Overrides map[string]any `json:"overrides,omitempty"`
+	// Hierarchy is the `hierarchy:` section: the order in which
+	// Overrides sections apply over Data for a host (see internal/hiera).
+	Hierarchy Hierarchy `json:"hierarchy,omitzero"`
+	// Overrides are the `overrides:` sections, keyed by rendered hierarchy
+	// entries ("os:debian"), each merged over Data when its entry matches.
+	Overrides map[string]map[string]any `json:"overrides,omitempty"`
+}
+
+// Merge is how matching overrides combine with the data.
+type Merge string
+
+const (
+	// MergeFirst applies only the first matching override, replacing the
+	// data's top-level keys it sets. It is the default, as in CCM.
+	MergeFirst Merge = "first"
+	// MergeDeep applies every matching override in order, merging maps
+	// recursively and concatenating lists.
+	MergeDeep Merge = "deep"
+)
+
+// Hierarchy is a manifest's data hierarchy.
+type Hierarchy struct {
+	// Order lists entries such as "os:{{ lookup('facts.host.info.os') }}",
+	// templates rendered over a host's facts. Empty means ["default"].
+	Order []string `json:"order,omitempty"`
+	// Merge defaults to MergeFirst.
+	Merge Merge `json:"merge,omitempty"`
 }
 
 // Control is CCM's control property: guard expressions evaluated before a

@@ -9,6 +9,14 @@
 //	lookup('data.port')                          // error when missing
 //	lookup('facts.host.info.platformFamily', '') // default when missing
 //	lookup('data.servers.0')                     // list index
+//	lookup('env.HOME')                           // environ, also 'environ.HOME'
+//	file('files/motd.txt'), readFile(...)        // a file's text, under Scope.Dir
+//	template('conf/app.templ')                   // a {{ }} template file (.jet: Jet)
+//	jet('[[ Data.port ]]'), jet('conf/app.jet')  // Jet, [[ ]] or given delimiters
+//
+// File paths are relative to Scope.Dir and never leave it: absolute paths,
+// ".." and symlinks leading out are ErrOutsideDir; files are bounded by
+// MaxFileSize and nesting by MaxDepth.
 //
 // A string that is exactly one expression renders to the expression's
 // native value (an int stays an int, a map a map); any other text around or

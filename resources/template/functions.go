@@ -21,12 +21,21 @@ func (e *MissingKeyError) Error() string {
 }
 
 // functions lists the functions expressions may call beyond expr-lang's
-// builtins, each built for one Scope. To add a CCM function, add an entry:
-// the function must have the same Go type for every scope (compiled
-// programs are shared between scopes), and should return (value, error).
-var functions = map[string]func(s Scope) any{
-	// lookup(path, [default]) walks data, facts or environ by a dotted path.
-	"lookup": func(s Scope) any { return s.lookup },
+// builtins, bound to one Scope. To add a CCM function, add an entry: the
+// function must have the same Go type for every scope (compiled programs
+// are shared between scopes), and should return (value, error).
+func (s Scope) functions() map[string]any {
+	return map[string]any{
+		// lookup(path, [default]) walks data, facts or environ by a dotted path.
+		"lookup": s.lookup,
+		// file(path) and readFile(path) return a file's text, relative to Dir.
+		"file":     s.readFile,
+		"readFile": s.readFile,
+		// template(path or text) renders a .templ file, a .jet file or text.
+		"template": s.template,
+		// jet(text or path.jet, [left, right]) renders a Jet template.
+		"jet": s.jet,
+	}
 }
 
 // env is the expression environment of a scope: variables, then functions.
@@ -48,14 +57,15 @@ func (s Scope) env() map[string]any {
 		"Facts": facts, "facts": facts,
 		"Environ": environ, "environ": environ,
 	}
-	for name, fn := range functions {
-		env[name] = fn(s)
+	for name, fn := range s.functions() {
+		env[name] = fn
 	}
 	return env
 }
 
 // lookup implements lookup(path, [default]). The first path segment selects
-// data, facts or environ (any case); the others walk maps by key and lists
+// data, facts or environ (any case; "env" is accepted for environ, as CCM's
+// documentation spells it); the others walk maps by key and lists
 // by index. A missing key returns the default when one is given, else a
 // *MissingKeyError. Whole-number floats (JSON numbers) come back as int.
 func (s Scope) lookup(path string, def ...any) (any, error) {
@@ -66,6 +76,9 @@ func (s Scope) lookup(path string, def ...any) (any, error) {
 	if !ok {
 		if len(def) == 1 {
 			return def[0], nil
+		}
+		if s.lenient {
+			return nil, nil
 		}
 		return nil, &MissingKeyError{Path: path}
 	}
@@ -83,7 +96,7 @@ func (s Scope) walk(path string) (any, bool) {
 		cur = s.Data
 	case "facts":
 		cur = s.Facts
-	case "environ":
+	case "environ", "env":
 		cur = s.Environ
 	default:
 		return nil, false

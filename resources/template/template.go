@@ -21,6 +21,16 @@ type Scope struct {
 	Facts map[string]any
 	// Environ is the process environment of the worker.
 	Environ map[string]string
+	// Dir is the base directory of file(), readFile(), template() and
+	// jet() paths: the manifest's directory inside its bundle. Paths are
+	// relative to it and never leave it (no absolute paths, no "..", no
+	// symlinks leading out). Empty makes those functions fail.
+	Dir string
+
+	// depth counts nested template() and jet() calls.
+	depth int
+	// lenient makes a missing lookup without default render as nil.
+	lenient bool
 }
 
 // SyntaxError is a template whose markers do not pair up.
@@ -257,4 +267,43 @@ func compile(e string) (*vm.Program, error) {
 func firstLine(s string) string {
 	first, _, _ := strings.Cut(s, "\n")
 	return first
+}
+
+// RenderEntry renders a data hierarchy entry the way CCM does. A lookup of a
+// missing key without a default renders empty instead of failing, and ok
+// reports whether the entry applies: false when it renders to "", or when
+// it holds expressions and every one rendered empty (nil or ""). So
+// "env:{{ lookup('facts.env') }}" on a host without that fact is skipped
+// rather than matching an "env:" override. The result is always a string.
+func RenderEntry(s string, scope Scope) (entry string, ok bool, err error) {
+	parts, err := parse(s)
+	if err != nil {
+		return "", false, err
+	}
+	scope.lenient = true
+	env := scope.env()
+	var b strings.Builder
+	exprs, matched := 0, false
+	for _, p := range parts {
+		if !p.expr {
+			b.WriteString(p.text)
+			continue
+		}
+		exprs++
+		v, err := eval(p.text, env)
+		if err != nil {
+			return "", false, err
+		}
+		if v != nil && v != "" {
+			matched = true
+		}
+		if err := format(&b, v); err != nil {
+			return "", false, &ExprError{Expr: p.text, Err: err}
+		}
+	}
+	out := b.String()
+	if exprs == 0 {
+		return out, out != "", nil
+	}
+	return out, matched, nil
 }
