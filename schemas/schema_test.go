@@ -40,7 +40,7 @@ func TestMaxManifestBytes(t *testing.T) {
 	big := bytes.Repeat([]byte("#"), MaxManifestBytes+1)
 	_, err := Parse("big.yaml", big)
 	require.ErrorIs(t, err, ErrManifestTooLarge)
-	require.EqualError(t, err, "big.yaml: schemas: manifest too large: larger than the limit of 4194304 bytes (4 MiB)")
+	require.EqualError(t, err, "big.yaml: schemas: manifest too large: larger than the limit of 16777216 bytes (16 MiB)")
 
 	path := filepath.Join(t.TempDir(), "big.yaml")
 	require.NoError(t, os.WriteFile(path, big, 0o600))
