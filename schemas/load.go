@@ -63,6 +63,16 @@ func ParseUnchecked(filename string, src []byte) (*Manifest, error) {
 		return nil, fmt.Errorf("%s: %w: larger than the limit of %d bytes (%d MiB)",
 			filename, ErrManifestTooLarge, MaxManifestBytes, MaxManifestBytes>>20)
 	}
+	key := parseKey(filename, src)
+	if m, err, ok := cachedParse(key); ok {
+		return m, err
+	}
+	m, err := parseUnchecked(filename, src)
+	storeParse(key, m, err)
+	return m, err
+}
+
+func parseUnchecked(filename string, src []byte) (*Manifest, error) {
 	s, err := newSchema()
 	if err != nil {
 		return nil, err

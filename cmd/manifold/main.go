@@ -4,16 +4,34 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/manifold-run/manifold/internal/cli"
 )
 
 func main() {
+	// MANIFOLD_CPU_PROFILE=FILE writes a CPU profile of the whole command
+	// (go tool pprof FILE): how the numbers in e2e/bench/RESULTS.md were
+	// explained.
+	if path := os.Getenv("MANIFOLD_CPU_PROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			if err := pprof.StartCPUProfile(f); err == nil {
+				defer f.Close()
+				defer pprof.StopCPUProfile()
+			}
+		} else {
+			fmt.Fprintf(os.Stderr, "manifold: MANIFOLD_CPU_PROFILE: %v\n", err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Run(ctx, cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, os.Args[1:])
 	stop()
-	os.Exit(code)
+	exit(code)
 }
+
+// exit runs the deferred profile flush first.
+var exit = func(code int) { pprof.StopCPUProfile(); os.Exit(code) }

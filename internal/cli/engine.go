@@ -51,7 +51,9 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if e.bus, err = bus.Open(octx, nc, bus.Config{}); err != nil {
+	// The store is private to this process and removed at exit: memory
+	// storage saves the file writes.
+	if e.bus, err = bus.Open(octx, nc, bus.Config{MemoryStorage: true}); err != nil {
 		return nil, err
 	}
 	if e.coord, err = coordinator.New(coordinator.Config{Bus: e.bus, Logger: o.Logger, MaxDepth: o.MaxDepth, Name: "embedded"}); err != nil {
