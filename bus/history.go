@@ -80,7 +80,10 @@ func (b *Bus) OpenHistory(ctx context.Context, runID string) (*History, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: history of %s: %w", runID, err)
 	}
-	it, err := c.Messages(jetstream.PullMaxMessages(512))
+	// Short heartbeats: when the node holding this (R1, ephemeral) ordered
+	// consumer is lost, the client notices within seconds and recreates it
+	// from the last sequence read.
+	it, err := c.Messages(jetstream.PullMaxMessages(512), jetstream.PullExpiry(4*time.Second), jetstream.PullHeartbeat(time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("bus: history of %s: %w", runID, err)
 	}
