@@ -9,7 +9,9 @@ import (
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
+	"github.com/manifold-run/manifold/resources"
 	"github.com/manifold-run/manifold/resources/builtin"
+	"github.com/manifold-run/manifold/resources/document"
 	"github.com/manifold-run/manifold/worker"
 )
 
@@ -62,7 +64,7 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 	if err = e.coord.Start(ctx); err != nil {
 		return nil, err
 	}
-	e.worker, err = worker.New(worker.Config{Bus: e.bus, Registry: builtin.Registry(), Logger: o.Logger,
+	e.worker, err = worker.New(worker.Config{Bus: e.bus, Registry: workerRegistry(e.bus), Logger: o.Logger,
 		Name: "embedded", Concurrency: o.Concurrency, Version: Version})
 	if err != nil {
 		return nil, err
@@ -89,4 +91,18 @@ func (e *embedded) close() {
 	if e.dir != "" {
 		os.RemoveAll(e.dir)
 	}
+}
+
+// workerRegistry is the registry of a worker on bus b: the built-in types,
+// with kv:// documents opening b's KV buckets.
+func workerRegistry(b *bus.Bus) *resources.Registry {
+	return builtin.RegistryWith(builtin.Config{Documents: document.Config{
+		Buckets: document.BucketsFunc(func(ctx context.Context, name string) (document.KV, error) {
+			kv, err := b.DocumentKV(ctx, name)
+			if err != nil {
+				return nil, err // not a typed nil
+			}
+			return kv, nil
+		}),
+	}})
 }

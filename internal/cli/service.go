@@ -20,7 +20,6 @@ import (
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
 	"github.com/manifold-run/manifold/internal/telemetry"
-	"github.com/manifold-run/manifold/resources/builtin"
 	"github.com/manifold-run/manifold/worker"
 )
 
@@ -205,7 +204,7 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 		return ExitUnavailable
 	}
 	host, _ := os.Hostname()
-	cfg.Bus, cfg.Registry, cfg.Logger, cfg.Version = b, builtin.Registry(), log, Version
+	cfg.Bus, cfg.Registry, cfg.Logger, cfg.Version = b, workerRegistry(b), log, Version
 	cfg.Facts = map[string]any{"hostname": host, "os": runtime.GOOS, "arch": runtime.GOARCH, "cpus": runtime.NumCPU()}
 	w, err := worker.New(cfg)
 	if err != nil {
