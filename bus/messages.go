@@ -93,8 +93,8 @@ type Task struct {
 	Deadline time.Time `json:"deadline"`
 	// Segment, when set, lists more resources after Resource to execute in
 	// order in the same task (ordering: manifest): each is answered by its
-	// own outcome; a failed or skipped one ends the segment, and the rest
-	// are given back with one FactReleased outcome.
+	// own outcome; a failed or skipped one ends the segment, and the
+	// coordinator takes the rest back when it reads that outcome.
 	Segment []SegmentItem `json:"segment,omitempty"`
 }
 
