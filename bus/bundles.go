@@ -1,13 +1,11 @@
 package bus
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,9 +36,10 @@ func (b *Bus) PutBundle(ctx context.Context, archive []byte) (string, error) {
 // GetBundle reads a bundle archive: ref is a name in the bundles store or
 // obj://bucket/key for an object in another object store bucket.
 func (b *Bus) GetBundle(ctx context.Context, ref string) ([]byte, error) {
-	store, key := b.bundles, ref
+	store, bucket, key := b.bundles, BucketBundles, ref
 	if rest, ok := strings.CutPrefix(ref, BundleScheme); ok {
-		bucket, k, ok := strings.Cut(rest, "/")
+		var k string
+		bucket, k, ok = strings.Cut(rest, "/")
 		if !ok || bucket == "" || k == "" {
 			return nil, fmt.Errorf("bus: bundle %q: want obj://bucket/key", ref)
 		}
@@ -53,26 +52,11 @@ func (b *Bus) GetBundle(ctx context.Context, ref string) ([]byte, error) {
 		}
 		key = k
 	}
-	info, err := store.GetInfo(ctx, key)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrObjectNotFound) {
-			err = ErrNotFound
-		}
-		return nil, fmt.Errorf("bus: bundle %q: %w", ref, err)
-	}
-	if int64(info.Size) > b.cfg.MaxBundleBytes {
-		return nil, fmt.Errorf("bus: bundle %q: %w: %d bytes exceeds the limit of %d bytes", ref, ErrTooLarge, info.Size, b.cfg.MaxBundleBytes)
-	}
-	r, err := store.Get(ctx, key)
+	data, err := b.readObject(ctx, store, bucket, key, b.cfg.MaxBundleBytes)
 	if err != nil {
 		return nil, fmt.Errorf("bus: bundle %q: %w", ref, err)
 	}
-	defer r.Close()
-	var buf bytes.Buffer
-	if _, err := io.Copy(&buf, io.LimitReader(r, b.cfg.MaxBundleBytes+1)); err != nil {
-		return nil, fmt.Errorf("bus: bundle %q: %w", ref, err)
-	}
-	return buf.Bytes(), nil
+	return data, nil
 }
 
 // PutObject stores data under key in an object store bucket, creating the
@@ -108,11 +92,8 @@ func (b *Bus) GetReport(ctx context.Context, runID string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := store.GetBytes(ctx, runID)
+	data, err := b.readObject(ctx, store, BucketReports, runID, 0)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrObjectNotFound) {
-			err = ErrNotFound
-		}
 		return nil, fmt.Errorf("bus: report of %s: %w", runID, err)
 	}
 	return data, nil

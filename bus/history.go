@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -51,43 +52,149 @@ type HistoryEntry struct {
 
 // History reads a run's history in order, from the first fact, then
 // follows new facts as they are stored.
+//
+// It reads with an ephemeral, unacknowledged consumer (in memory, one
+// replica) that it replaces itself, as an ordered consumer would, but with
+// bounded waits: when heartbeats stop, when a delivery is missing, and when
+// nothing arrived for historyStall while the stream holds facts past the
+// last one read. A replacement that cannot be created (its node lost while
+// the cluster elects leaders) is tried again every second under a new
+// name, never waited on for longer than historyStall: a run's history is
+// never left unread while the stream has facts for it.
 type History struct {
-	it   jetstream.MessagesContext
-	last uint64
+	st      jetstream.Stream
+	subject string
+	last    uint64
+	onStall func(read, newest uint64)
+
+	mu      sync.Mutex
+	c       jetstream.Consumer
+	it      jetstream.MessagesContext
+	read    uint64 // stream sequence of the last fact returned
+	dseq    uint64 // consumer sequence of the last message of it
+	stopped bool
+	stop    chan struct{}
 }
+
+// historyStall is how long History waits on an idle consumer before it
+// checks the stream for facts it has not been given.
+const historyStall = 4 * time.Second
 
 // OpenHistory opens the history of a run for reading from its first fact.
 // Last is the sequence of the newest fact stored when it was opened (0 for
 // none): a resuming reader has replayed the past once it has read it.
-func (b *Bus) OpenHistory(ctx context.Context, runID string) (*History, error) {
+// onStall, when not nil, is told when the reader found facts its consumer
+// did not deliver and reads them again on a new one.
+func (b *Bus) OpenHistory(ctx context.Context, runID string, onStall func(read, newest uint64)) (*History, error) {
 	subject := OutcomeSubject(runID)
-	last := uint64(0)
 	st, err := b.js.Stream(ctx, StreamHistory)
 	if err != nil {
 		return nil, fmt.Errorf("bus: history of %s: %w", runID, err)
 	}
-	switch m, err := st.GetLastMsgForSubject(ctx, subject); {
+	h := &History{st: st, subject: subject, onStall: onStall, stop: make(chan struct{})}
+	if h.last, err = h.newest(ctx); err != nil {
+		return nil, fmt.Errorf("bus: history of %s: %w", runID, err)
+	}
+	if err := h.open(ctx); err != nil {
+		return nil, fmt.Errorf("bus: history of %s: %w", runID, err)
+	}
+	return h, nil
+}
+
+// newest is the sequence of the newest fact of the history, 0 for none.
+func (h *History) newest(ctx context.Context) (uint64, error) {
+	m, err := h.st.GetLastMsgForSubject(ctx, h.subject)
+	switch {
 	case err == nil:
-		last = m.Sequence
+		return m.Sequence, nil
 	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return 0, nil
 	default:
-		return nil, fmt.Errorf("bus: history of %s: %w", runID, err)
+		return 0, err
 	}
-	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
+}
+
+// open starts reading the history after the last fact read, on a new
+// consumer. The caller holds no lock.
+func (h *History) open(ctx context.Context) error {
+	h.mu.Lock()
+	after := h.read
+	h.mu.Unlock()
+	cfg := jetstream.ConsumerConfig{
+		FilterSubject:     h.subject,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		AckPolicy:         jetstream.AckNonePolicy,
+		Replicas:          1,
+		MemoryStorage:     true,
+		InactiveThreshold: time.Minute,
+	}
+	if after > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = after + 1
+	}
+	c, err := h.st.CreateConsumer(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("bus: history of %s: %w", runID, err)
+		return err
 	}
-	// Short heartbeats: when the node holding this (R1, ephemeral) ordered
-	// consumer is lost, the client notices within seconds and recreates it
-	// from the last sequence read.
-	it, err := c.Messages(jetstream.PullMaxMessages(512), jetstream.PullExpiry(4*time.Second), jetstream.PullHeartbeat(time.Second))
+	// Short heartbeats, reported: a consumer whose node is lost is
+	// replaced within seconds.
+	it, err := c.Messages(jetstream.PullMaxMessages(512), jetstream.PullExpiry(4*time.Second),
+		jetstream.PullHeartbeat(time.Second), jetstream.WithMessagesErrOnMissingHeartbeat(true))
 	if err != nil {
-		return nil, fmt.Errorf("bus: history of %s: %w", runID, err)
+		h.drop(c)
+		return err
 	}
-	return &History{it: it, last: last}, nil
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		it.Stop()
+		h.drop(c)
+		return jetstream.ErrMsgIteratorClosed
+	}
+	h.c, h.it, h.dseq = c, it, 0
+	return nil
+}
+
+// drop deletes a consumer no longer read, without waiting (it also goes
+// away by itself once inactive).
+func (h *History) drop(c jetstream.Consumer) {
+	name := c.CachedInfo().Name
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = h.st.DeleteConsumer(ctx, name)
+	}()
+}
+
+// replace stops the consumer it (if still the current one) and reads on
+// with a new one, trying every second until one is created or Stop is
+// called.
+func (h *History) replace(it jetstream.MessagesContext) error {
+	h.mu.Lock()
+	if h.it == it && it != nil {
+		it.Stop()
+		h.drop(h.c)
+		h.it, h.c = nil, nil
+	}
+	h.mu.Unlock()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), historyStall)
+		err := h.open(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			return fmt.Errorf("bus: history: %w", err)
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-h.stop:
+			t.Stop()
+			return fmt.Errorf("bus: history: %w", jetstream.ErrMsgIteratorClosed)
+		case <-t.C:
+		}
+	}
 }
 
 // Last is the sequence of the newest fact stored when the history was
@@ -97,20 +204,110 @@ func (h *History) Last() uint64 { return h.last }
 // Next blocks until the next fact is there. It returns an error once Stop
 // was called or the connection closed.
 func (h *History) Next() (HistoryEntry, error) {
-	msg, err := h.it.Next()
+	for {
+		h.mu.Lock()
+		it, stopped := h.it, h.stopped
+		h.mu.Unlock()
+		if stopped {
+			return HistoryEntry{}, fmt.Errorf("bus: history: %w", jetstream.ErrMsgIteratorClosed)
+		}
+		if it == nil {
+			if err := h.replace(nil); err != nil {
+				return HistoryEntry{}, err
+			}
+			continue
+		}
+		msg, err := it.Next(jetstream.NextMaxWait(historyStall))
+		switch {
+		case errors.Is(err, nats.ErrTimeout):
+			if err := h.check(it); err != nil {
+				return HistoryEntry{}, err
+			}
+			continue
+		case err != nil:
+			h.mu.Lock()
+			stopped = h.stopped
+			h.mu.Unlock()
+			if stopped || errors.Is(err, jetstream.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionClosed) {
+				return HistoryEntry{}, fmt.Errorf("bus: history: %w", err)
+			}
+			// Heartbeats stopped or the consumer is gone: read on with a
+			// new one.
+			if err := h.replace(it); err != nil {
+				return HistoryEntry{}, err
+			}
+			continue
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			continue // not a stream message
+		}
+		h.mu.Lock()
+		if h.it != it {
+			h.mu.Unlock()
+			continue // from a consumer already replaced
+		}
+		gap := md.Sequence.Consumer != h.dseq+1
+		if !gap {
+			h.dseq = md.Sequence.Consumer
+		}
+		dup := md.Sequence.Stream <= h.read
+		if !gap && !dup {
+			h.read = md.Sequence.Stream
+		}
+		h.mu.Unlock()
+		if gap {
+			// A delivery went missing (unacknowledged consumers do not
+			// send it again): read on after the last fact read.
+			if err := h.replace(it); err != nil {
+				return HistoryEntry{}, err
+			}
+			continue
+		}
+		if dup {
+			continue
+		}
+		e := HistoryEntry{Seq: md.Sequence.Stream, Ctx: ExtractTrace(context.Background(), msg.Headers())}
+		e.Err = Decode(msg.Data(), &e.Outcome)
+		return e, nil
+	}
+}
+
+// check looks for facts the idle consumer it did not deliver, and reads
+// them on a new consumer when there are.
+func (h *History) check(it jetstream.MessagesContext) error {
+	ctx, cancel := context.WithTimeout(context.Background(), historyStall)
+	newest, err := h.newest(ctx)
+	cancel()
 	if err != nil {
-		return HistoryEntry{}, fmt.Errorf("bus: history: %w", err)
+		return nil // the stream is not answering (electing a leader): look again later
 	}
-	e := HistoryEntry{Ctx: ExtractTrace(context.Background(), msg.Headers())}
-	if md, err := msg.Metadata(); err == nil {
-		e.Seq = md.Sequence.Stream
+	h.mu.Lock()
+	read := h.read
+	h.mu.Unlock()
+	if newest <= read {
+		return nil
 	}
-	e.Err = Decode(msg.Data(), &e.Outcome)
-	return e, nil
+	if h.onStall != nil {
+		h.onStall(read, newest)
+	}
+	return h.replace(it)
 }
 
 // Stop ends reading; a blocked Next returns.
-func (h *History) Stop() { h.it.Stop() }
+func (h *History) Stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return
+	}
+	h.stopped = true
+	close(h.stop)
+	if h.it != nil {
+		h.it.Stop()
+		h.drop(h.c)
+	}
+}
 
 // PurgeHistory removes a run's history: the run has ended and its report
 // is stored.

@@ -244,7 +244,7 @@ func liveReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {
 	}
 	m := newRunMachine(rec, p)
 	m.start()
-	hist, err := b.OpenHistory(ctx, rec.RunID)
+	hist, err := b.OpenHistory(ctx, rec.RunID, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -94,7 +94,9 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 	r.plan = plan
 	r.m = newRunMachine(rec, plan)
 
-	hist, err := r.c.bus.OpenHistory(ctx, rec.RunID)
+	hist, err := r.c.bus.OpenHistory(ctx, rec.RunID, func(read, newest uint64) {
+		r.log.Warn("run: history reader stalled; reading again on a new consumer", "read", read, "newest", newest)
+	})
 	if err != nil {
 		r.log.Error("run: history not readable; another coordinator can resume it", "error", err)
 		return

@@ -132,11 +132,12 @@ func runWith(t *testing.T, o runOpts, args ...string) result {
 	if o.dir == "" {
 		o.dir = t.TempDir()
 	}
+	start := time.Now()
 	r, err := execManifold(t.Context(), o, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("manifold %s: exit %d", strings.Join(args, " "), r.code)
+	t.Logf("manifold %s: exit %d after %s", strings.Join(args, " "), r.code, time.Since(start).Round(time.Millisecond))
 	return r
 }
 

@@ -1,0 +1,94 @@
+package bus
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// objectChunkWait bounds one direct get of an object chunk; a get that
+// timed out is asked again (another replica may answer) until ctx ends.
+const objectChunkWait = 2 * time.Second
+
+// readObject reads an object of an object store bucket with direct gets,
+// which any live replica of the bucket's stream answers. The client's own
+// object reader follows the chunks with an ephemeral consumer, and a
+// consumer placed on a node just lost is waited on for many seconds while
+// the cluster notices; a direct get is not. limit (when > 0) refuses an
+// object larger than it before reading a chunk. The object's digest is
+// checked.
+func (b *Bus) readObject(ctx context.Context, store jetstream.ObjectStore, bucket, key string, limit int64) ([]byte, error) {
+	info, err := store.GetInfo(ctx, key)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			err = ErrNotFound
+		}
+		return nil, err
+	}
+	if limit > 0 && int64(info.Size) > limit {
+		return nil, fmt.Errorf("%w: %d bytes exceeds the limit of %d bytes", ErrTooLarge, info.Size, limit)
+	}
+	api := "$JS.API.DIRECT.GET.OBJ_" + bucket
+	subject := "$O." + bucket + ".C." + info.NUID
+	data := make([]byte, 0, info.Size)
+	seq := uint64(0)
+	for range info.Chunks {
+		req, _ := json.Marshal(struct {
+			Seq  uint64 `json:"seq"`
+			Next string `json:"next_by_subj"`
+		}{seq + 1, subject})
+		msg, err := b.directGet(ctx, api, req)
+		if err != nil {
+			return nil, fmt.Errorf("object %s/%s: %w", bucket, key, err)
+		}
+		if status := msg.Header.Get("Status"); status != "" {
+			return nil, fmt.Errorf("object %s/%s: chunk after sequence %d: status %s %s", bucket, key, seq, status, msg.Header.Get("Description"))
+		}
+		if seq, err = strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64); err != nil {
+			return nil, fmt.Errorf("object %s/%s: chunk without a sequence", bucket, key)
+		}
+		data = append(data, msg.Data...)
+	}
+	if uint64(len(data)) != info.Size {
+		return nil, fmt.Errorf("object %s/%s: read %d bytes of %d", bucket, key, len(data), info.Size)
+	}
+	sum := sha256.Sum256(data)
+	if want := "SHA-256=" + base64.URLEncoding.EncodeToString(sum[:]); info.Digest != "" && info.Digest != want {
+		return nil, fmt.Errorf("object %s/%s: digest mismatch", bucket, key)
+	}
+	return data, nil
+}
+
+// directGet sends a direct get request, asking again when it times out or
+// finds no responder (a replica lost, the cluster electing) until ctx ends.
+func (b *Bus) directGet(ctx context.Context, api string, req []byte) (*nats.Msg, error) {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, objectChunkWait)
+		msg, err := b.nc.RequestWithContext(rctx, api, req)
+		cancel()
+		if err == nil {
+			return msg, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout) {
+			return nil, err
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
