@@ -203,3 +203,36 @@ func TestFactsCommand(t *testing.T) {
 	r = run(t, "facts", "--fact", "=x")
 	require.Equal(t, ExitInvalid, r.code)
 }
+
+func TestFactsSummary(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		facts map[string]any
+		want  string
+	}{
+		{map[string]any{"host": map[string]any{"info": map[string]any{"hostname": "web1", "platform": "debian", "kernelArch": "x86_64"}},
+			"cpu": map[string]any{"info": []any{map[string]any{}, map[string]any{}}}}, "hostname=web1 os=debian arch=x86_64 cpus=2"},
+		{map[string]any{"hostname": "old", "os": "linux", "arch": "amd64", "cpus": 4}, "hostname=old os=linux arch=amd64 cpus=4"},
+		{nil, "-"},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, factsSummary(tt.facts))
+	}
+}
+
+// The embedded worker renders templates with this host's facts, and
+// file() reads next to the manifest.
+func TestApplyTemplatesSeeFactsAndFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"manifest.yaml": "resources:\n  - file:\n      - $D/out.txt: {content: \"{{ lookup('facts.role') }} {{ file('files/motd.txt') }}\"}\n",
+		"files/motd.txt": "hello",
+		"facts.yaml":     "role: web\n",
+	})
+	r := run(t, "apply", filepath.Join(dir, "manifest.yaml"), "--facts-dir", dir)
+	require.Equal(t, ExitOK, r.code, "%+v", r)
+	got, err := os.ReadFile(filepath.Join(dir, "out.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "web hello", string(got))
+}
