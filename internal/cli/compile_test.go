@@ -226,7 +226,7 @@ func TestApplyTemplatesSeeFactsAndFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
-		"manifest.yaml": "resources:\n  - file:\n      - $D/out.txt: {content: \"{{ lookup('facts.role') }} {{ file('files/motd.txt') }}\"}\n",
+		"manifest.yaml":  "resources:\n  - file:\n      - $D/out.txt: {content: \"{{ lookup('facts.role') }} {{ file('files/motd.txt') }}\"}\n",
 		"files/motd.txt": "hello",
 		"facts.yaml":     "role: web\n",
 	})
