@@ -7,6 +7,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
 	"github.com/manifold-run/manifold/resources"
@@ -87,11 +90,32 @@ func (e *embedded) close() {
 		e.coord.Stop()
 	}
 	if e.bus != nil {
+		dropStreams(e.bus.Conn())
 		e.bus.Conn().Close()
 	}
 	e.srv.Shutdown()
 	if e.dir != "" {
 		os.RemoveAll(e.dir)
+	}
+}
+
+// dropStreams deletes the private server's streams, and with them their
+// consumers: a consumer with a pull request still pending makes the
+// server's shutdown wait 50 ms for the request's client to hear of it.
+func dropStreams(nc *nats.Conn) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	names := js.StreamNames(ctx)
+	var all []string
+	for n := range names.Name() {
+		all = append(all, n)
+	}
+	for _, n := range all {
+		_ = js.DeleteStream(ctx, n)
 	}
 }
 
