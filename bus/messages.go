@@ -38,6 +38,10 @@ type RunRequest struct {
 	WorkDir string `json:"work_dir,omitempty"`
 	// Data overrides the manifest's data; it always wins.
 	Data map[string]any `json:"data,omitempty"`
+	// Facts are the facts the coordinator resolves the manifest's data
+	// hierarchy over (the host's, for an embedded apply; --fact for a
+	// remote run). Workers render other templates with their own facts.
+	Facts map[string]any `json:"facts,omitempty"`
 	// Noop reports what would change without changing anything.
 	Noop bool `json:"noop,omitempty"`
 	// HealthCheckOnly runs health checks only.

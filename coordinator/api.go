@@ -161,7 +161,7 @@ func (a *api) checkManifest(ctx context.Context, rr bus.RunRequest) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := Prepare(m, rr.Data); err != nil {
+	if _, err := PrepareWith(m, PrepareOpts{Overrides: rr.Data, Facts: rr.Facts, Source: src}); err != nil {
 		return 0, err
 	}
 	return len(m.Resources), nil

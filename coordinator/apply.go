@@ -13,7 +13,7 @@ import (
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/internal/bundle"
-	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/internal/compile"
 	"github.com/manifold-run/manifold/resources/template"
 )
 
@@ -29,12 +29,7 @@ var (
 )
 
 // applyProps are the apply type's own properties (CCM's names).
-type applyProps struct {
-	Noop            bool           `json:"noop"`
-	HealthCheckOnly bool           `json:"health_check_only"`
-	AllowApply      *bool          `json:"allow_apply"`
-	Data            map[string]any `json:"data"`
-}
+type applyProps = compile.ApplyProps
 
 // childContext is what a child run inherits: derived from the parent's
 // modes and the apply resource's properties, never by mutating the parent.
@@ -140,15 +135,7 @@ func (r *run) cancelChild(ctx context.Context, i, attempt int) {
 // applyProps decodes apply resource i's properties, rendered from the
 // run's data.
 func (r *run) applyProps(i int) (applyProps, error) {
-	var props applyProps
-	rendered, err := template.RenderValue(r.plan.Manifest.Resources[i].Properties, template.Scope{Data: r.plan.Data})
-	if err != nil {
-		return props, err
-	}
-	if m, ok := rendered.(map[string]any); ok {
-		err = resources.DecodeProperties(m, &props)
-	}
-	return props, err
+	return compile.DecodeApply(r.plan.Manifest.Resources[i].Properties, template.Scope{Data: r.plan.Data})
 }
 
 // entry is the run's manifest path inside its bundle.

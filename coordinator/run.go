@@ -483,7 +483,7 @@ func loadPlan(ctx context.Context, rec *record, open bundleOpener) (*Plan, error
 			return nil, err
 		}
 	}
-	return PrepareWith(m, PrepareOpts{ApplyData: rec.ApplyData, Overrides: req.Data, External: func(ref string) bool {
+	return PrepareWith(m, PrepareOpts{ApplyData: rec.ApplyData, Overrides: req.Data, Facts: req.Facts, Source: src, External: func(ref string) bool {
 		_, ok := rec.Session[ref]
 		return ok
 	}})

@@ -217,7 +217,14 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 		ctx, cancel = context.WithDeadlineCause(ctx, task.Deadline, fmt.Errorf("timed out after %s", task.Timeout()))
 		defer cancel()
 	}
-	scope := template.Scope{Data: task.Data, Facts: w.cfg.Facts, Environ: environ()}
+	workDir, cleanup, err := w.workDir(ctx, task)
+	if err != nil {
+		return fail("%s: %v", ref, err)
+	}
+	defer cleanup()
+	// file(), template() and jet() read relative to the manifest's
+	// directory in the bundle.
+	scope := template.Scope{Data: task.Data, Facts: w.cfg.Facts, Environ: environ(), Dir: workDir}
 	if c := task.Resource.Control; c != nil {
 		run, why, err := control(c.If, c.Unless, scope)
 		if err != nil {
@@ -242,11 +249,6 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 	if err != nil {
 		return fail("%v", err)
 	}
-	workDir, cleanup, err := w.workDir(ctx, task)
-	if err != nil {
-		return fail("%s: %v", ref, err)
-	}
-	defer cleanup()
 	root := workDir
 	if task.Entry != "" && workDir != "" {
 		for d := path.Dir(task.Entry); d != "." && d != "/"; d = path.Dir(d) {

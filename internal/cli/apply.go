@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/manifold-run/manifold/bus"
@@ -35,7 +34,7 @@ flags, 3 could not run (bus error, timeout, interrupted).`
 
 type applyOpts struct {
 	noop, healthCheckOnly bool
-	data                  dataFlags
+	compile               compileFlags
 	output                choice
 	timeout               time.Duration
 	maxDepth              int
@@ -46,12 +45,12 @@ type applyOpts struct {
 }
 
 func runApply(ctx context.Context, st IO, args []string) int {
-	o := applyOpts{data: dataFlags{}, output: choice{"text", []string{"text", "json"}},
+	o := applyOpts{output: choice{"text", []string{"text", "json"}},
 		logLevel: choice{"error", []string{"debug", "info", "warn", "error"}}}
 	fs := newFlags("apply", "[flags] MANIFEST", applyAbout, st, args)
 	fs.BoolVar(&o.noop, "noop", false, "report what would change without changing anything")
 	fs.BoolVar(&o.healthCheckOnly, "health-check-only", false, "run health checks only")
-	fs.Var(o.data, "data", "override manifest data: key=value, repeatable; values are YAML scalars, dotted keys nest (app.port=80)")
+	o.compile.register(fs, "override manifest data: key=value, repeatable; values are YAML scalars, dotted keys nest (app.port=80)")
 	fs.Var(&o.output, "output", "output format: text or json (the run report)")
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "give up on the run after this long (exit 3)")
 	fs.IntVar(&o.maxDepth, "max-depth", coordinator.DefaultMaxDepth, "maximum nesting of apply resources")
@@ -76,17 +75,21 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	}
 	path := pos[0]
 
-	src, err := os.ReadFile(path)
-	if err != nil {
-		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
+	// Embedded, the worker is this host: the hierarchy is resolved over
+	// its facts. Remote, over --fact only (the host of a task is not
+	// known before it runs).
+	data, facts, ok := o.compile.inputs(ctx, st, "apply", !conn.explicit())
+	if !ok {
 		return ExitInvalid
 	}
-	m, err := schemas.Parse(path, src)
-	if err == nil {
-		_, err = coordinator.Prepare(m, o.data)
+	if conn.explicit() {
+		if facts, err = o.compile.runFacts(); err != nil {
+			fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
+			return ExitInvalid
+		}
 	}
-	if err != nil {
-		printValidation(st.Stderr, err)
+	tree, ok := compileTree(st, "apply", path, data, facts)
+	if !ok {
 		return ExitInvalid
 	}
 	logger := newLogger(st.Stderr, o.logLevel.value)
@@ -102,12 +105,12 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	}()
 
 	if conn.explicit() {
-		return submitRemote(ctx, st, &conn, remoteRun{path: path, follow: true, output: o.output.value, timeout: o.timeout, jaegerURL: o.jaegerURL,
-			req: bus.RunRequest{Data: o.data, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth}})
+		return submitRemote(ctx, st, &conn, remoteRun{path: path, tree: tree, follow: true, output: o.output.value, timeout: o.timeout, jaegerURL: o.jaegerURL,
+			req: bus.RunRequest{Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth}})
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("run did not finish within --timeout %s", o.timeout))
 	defer cancel()
-	eng, err := startEmbedded(ctx, embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, Concurrency: o.concurrency})
+	eng, err := startEmbedded(ctx, embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, Concurrency: o.concurrency, Facts: facts})
 	if err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitUnavailable
@@ -115,9 +118,9 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	defer eng.close()
 
 	req := bus.RunRequest{
-		RunID: coordinator.NewRunID(), Data: o.data, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth,
+		RunID: coordinator.NewRunID(), Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth,
 	}
-	if err := uploadBundle(ctx, eng.bus, &req, path, true); err != nil {
+	if err := uploadBundle(ctx, eng.bus, &req, path, tree, true); err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitInvalid
 	}

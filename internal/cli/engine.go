@@ -35,6 +35,8 @@ type embeddedOpts struct {
 	Logger      *slog.Logger
 	MaxDepth    int
 	Concurrency int
+	// Facts are this host's, for the worker's templates.
+	Facts map[string]any
 }
 
 func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error) {
@@ -68,7 +70,7 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 		return nil, err
 	}
 	e.worker, err = worker.New(worker.Config{Bus: e.bus, Registry: workerRegistry(e.bus), Logger: o.Logger,
-		Name: "embedded", Concurrency: o.Concurrency, Version: Version})
+		Name: "embedded", Concurrency: o.Concurrency, Version: Version, Facts: o.Facts})
 	if err != nil {
 		return nil, err
 	}

@@ -176,6 +176,7 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 		pools        listFlag
 		drainTimeout time.Duration
 		ackWait      time.Duration
+		cf           compileFlags
 	)
 	fs := newFlags("worker", "[--server URL] [--name ID] [--pool NAME ...] [--concurrency N] [flags]", workerAbout, st, args)
 	sf.register(fs)
@@ -184,6 +185,8 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 	fs.IntVar(&cfg.Concurrency, "concurrency", runtime.NumCPU(), "tasks executed at once")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "where extracted bundles are kept (default: the user's cache directory, ~/.cache/manifold)")
 	fs.DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task may go without an ack or progress signal before it is redelivered to another worker (running tasks signal progress every third of it); shared by the pool's workers, the last started sets it")
+	fs.Var(&cf.facts, "fact", "a fact, key=value, repeatable: dotted keys nest, values are YAML scalars; wins over gathered facts")
+	fs.StringVar(&cf.factsDir, "facts-dir", DefaultFactsDir, "directory of custom facts: facts.json, facts.yaml, facts.d/*.json|yaml")
 	fs.DurationVar(&drainTimeout, "drain-timeout", 0, "on shutdown, cancel tasks still running after this long (0: wait for them)")
 	if code, ok := parseNone(fs, st, "worker", args); !ok {
 		return code
@@ -203,9 +206,12 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 		log.Error("cannot attach to the bus", "error", err)
 		return ExitUnavailable
 	}
-	host, _ := os.Hostname()
 	cfg.Bus, cfg.Registry, cfg.Logger, cfg.Version = b, workerRegistry(b), log, Version
-	cfg.Facts = map[string]any{"hostname": host, "os": runtime.GOOS, "arch": runtime.GOARCH, "cpus": runtime.NumCPU()}
+	// Gathered once at start: templates and `manifold workers` see them.
+	if cfg.Facts, err = cf.gatherFacts(ctx, true); err != nil {
+		log.Error("cannot gather facts", "error", err)
+		return ExitInvalid
+	}
 	w, err := worker.New(cfg)
 	if err != nil {
 		log.Error("bad configuration", "error", err)
