@@ -74,6 +74,19 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		return ExitInvalid
 	}
 	path := pos[0]
+	logger := newLogger(st.Stderr, o.logLevel.value)
+	eopts := embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, Concurrency: o.concurrency}
+	var starting startingEngine
+	if !conn.explicit() {
+		// The engine starts while facts are gathered and the manifest
+		// compiled; it is closed unless the run goes ahead.
+		starting = startEmbeddedAsync(ctx, eopts)
+		defer func() {
+			if starting != nil {
+				starting.abandon()
+			}
+		}()
+	}
 
 	// Embedded, the worker is this host: the hierarchy is resolved over
 	// its facts. Remote, over --fact only (the host of a task is not
@@ -92,7 +105,6 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	if !ok {
 		return ExitInvalid
 	}
-	logger := newLogger(st.Stderr, o.logLevel.value)
 	shutdown, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "manifold-cli", Endpoint: o.otlpEndpoint})
 	if err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
@@ -110,7 +122,9 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("run did not finish within --timeout %s", o.timeout))
 	defer cancel()
-	eng, err := startEmbedded(ctx, embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, Concurrency: o.concurrency, Facts: facts})
+	eopts.Facts = facts
+	eng, err := starting.wait(ctx, eopts)
+	starting = nil
 	if err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitUnavailable

@@ -37,6 +37,9 @@ type embeddedOpts struct {
 	Concurrency int
 	// Facts are this host's, for the worker's templates.
 	Facts map[string]any
+	// NoWorker starts the server and the coordinator only (see
+	// startWorker).
+	NoWorker bool
 }
 
 func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error) {
@@ -69,15 +72,68 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 	if err = e.coord.Start(ctx); err != nil {
 		return nil, err
 	}
-	e.worker, err = worker.New(worker.Config{Bus: e.bus, Registry: workerRegistry(e.bus), Logger: o.Logger,
-		Name: "embedded", Concurrency: o.Concurrency, Version: Version, Facts: o.Facts})
-	if err != nil {
-		return nil, err
+	if o.NoWorker {
+		return e, nil
 	}
-	if err = e.worker.Start(ctx); err != nil {
+	if err = e.startWorker(ctx, o); err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// startWorker starts the engine's worker (once).
+func (e *embedded) startWorker(ctx context.Context, o embeddedOpts) error {
+	w, err := worker.New(worker.Config{Bus: e.bus, Registry: workerRegistry(e.bus), Logger: o.Logger,
+		Name: "embedded", Concurrency: o.Concurrency, Version: Version, Facts: o.Facts})
+	if err != nil {
+		return err
+	}
+	if err = w.Start(ctx); err != nil {
+		return err
+	}
+	e.worker = w
+	return nil
+}
+
+// startingEngine is an embedded engine starting in the background while the
+// command gathers facts and compiles (it needs neither): the wait for the
+// server and the coordinator overlaps that work.
+type startingEngine chan struct {
+	e   *embedded
+	err error
+}
+
+func startEmbeddedAsync(ctx context.Context, o embeddedOpts) startingEngine {
+	c := make(startingEngine, 1)
+	o.NoWorker = true
+	go func() {
+		e, err := startEmbedded(ctx, o)
+		c <- struct {
+			e   *embedded
+			err error
+		}{e, err}
+	}()
+	return c
+}
+
+// wait returns the started engine with its worker, started with o's facts.
+func (c startingEngine) wait(ctx context.Context, o embeddedOpts) (*embedded, error) {
+	r := <-c
+	if r.err != nil {
+		return nil, r.err
+	}
+	if err := r.e.startWorker(ctx, o); err != nil {
+		r.e.close()
+		return nil, err
+	}
+	return r.e, nil
+}
+
+// abandon closes the engine once it has started (the command ends early).
+func (c startingEngine) abandon() {
+	if r := <-c; r.err == nil {
+		r.e.close()
+	}
 }
 
 // close stops everything and removes the store. Safe on a partly started
