@@ -81,3 +81,15 @@ func TestPostMessageOnlyWithoutFailures(t *testing.T) {
 	require.Contains(t, r.stdout, "starting\n")
 	require.NotContains(t, r.stdout, "finished")
 }
+
+func TestSchemaJSONSchema(t *testing.T) {
+	t.Parallel()
+	r := run(t, "schema", "--json-schema")
+	require.Equal(t, ExitOK, r.code, "%+v", r)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc))
+	require.Equal(t, "https://json-schema.org/draft/2020-12/schema", doc["$schema"])
+	require.Contains(t, doc["properties"], "resources")
+	r = run(t, "schema", "--json-schema", "file")
+	require.Equal(t, ExitInvalid, r.code)
+}
