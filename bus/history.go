@@ -27,10 +27,6 @@ type FactKind string
 const (
 	// FactOutcome is a task's outcome (the zero value, omitted on the wire).
 	FactOutcome FactKind = ""
-	// FactReleased says a worker gave tasks Task..Through of a segment
-	// back unexecuted: an earlier task of the segment failed or was
-	// skipped, so the coordinator decides on them again.
-	FactReleased FactKind = "released"
 	// FactDeadline says the deadline of task Task's attempt Attempt passed
 	// with no outcome.
 	FactDeadline FactKind = "deadline"

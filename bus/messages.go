@@ -172,11 +172,6 @@ type Outcome struct {
 	// Kind says what fact of the run's history this is; empty for a task
 	// outcome (see FactKind).
 	Kind FactKind `json:"kind,omitempty"`
-	// Segment and Through, for FactReleased: the first task of the segment
-	// (Attempt is its attempt) and the last task given back; Task is the
-	// first given back.
-	Segment int `json:"segment,omitempty"`
-	Through int `json:"through,omitempty"`
 }
 
 // EventKind names a progress event; it is the last subject token.

@@ -155,17 +155,6 @@ func (m *machine) apply(o bus.Outcome) []command {
 		}
 		m.ready = nil
 		return m.schedule(cmds)
-	case bus.FactReleased:
-		for i := o.Task; i <= o.Through && i >= 0 && i < len(m.tasks); i++ {
-			if t := &m.tasks[i]; m.inFlight(i, t.attempt) && t.seg == o.Segment && t.segAttempt == o.Attempt {
-				t.status, t.seg = bus.TaskPending, -1
-				t.attempt--
-				if m.tasks[i].waiting == 0 {
-					m.ready = append(m.ready, i)
-				}
-			}
-		}
-		return m.schedule(cmds)
 	case bus.FactDeadline:
 		if o.Task < 0 || o.Task >= len(m.tasks) || !m.inFlight(o.Task, o.Attempt) {
 			return nil
@@ -312,7 +301,7 @@ func (m *machine) dispatchOne(i int) {
 // first and ends at j-1: same pool, not an apply, not a subscriber of a
 // task in flight, and nothing outside the segment that must end first or
 // that would make it skipped. A failure in the segment stops it there: the
-// worker gives the rest back (FactReleased).
+// coordinator takes the rest back when it reads that outcome.
 func (m *machine) joins(first, j int) bool {
 	if j >= len(m.tasks) || m.tasks[j].status != bus.TaskPending || m.pools[j] != m.pools[first] {
 		return false
