@@ -33,6 +33,23 @@ func (b *Bus) PutBundle(ctx context.Context, archive []byte) (string, error) {
 	return name, nil
 }
 
+// putObject stores data in the bundles object store under prefix and its
+// digest, once, and returns that name.
+func (b *Bus) putObject(ctx context.Context, prefix string, data []byte) (string, error) {
+	if int64(len(data)) > b.cfg.MaxBundleBytes {
+		return "", fmt.Errorf("%w: %d bytes exceeds the limit of %d bytes", ErrTooLarge, len(data), b.cfg.MaxBundleBytes)
+	}
+	sum := sha256.Sum256(data)
+	name := prefix + "sha256-" + hex.EncodeToString(sum[:])
+	if _, err := b.bundles.GetInfo(ctx, name); err == nil {
+		return name, nil
+	}
+	if _, err := b.bundles.PutBytes(ctx, name, data); err != nil {
+		return "", fmt.Errorf("bus: store %s: %w", name, err)
+	}
+	return name, nil
+}
+
 // GetBundle reads a bundle archive: ref is a name in the bundles store or
 // obj://bucket/key for an object in another object store bucket.
 func (b *Bus) GetBundle(ctx context.Context, ref string) ([]byte, error) {

@@ -100,6 +100,12 @@ type Task struct {
 	// own outcome; a failed or skipped one ends the segment, and the
 	// coordinator takes the rest back when it reads that outcome.
 	Segment []SegmentItem `json:"segment,omitempty"`
+	// Ref, when set, names the whole task in the bundles object store: a
+	// task too large for one message (large file content, large run data,
+	// a segment of large resources) travels by reference, and the message
+	// carries only the fields that route and identify it. Workers read it
+	// with Bus.ResolveTask.
+	Ref string `json:"ref,omitempty"`
 }
 
 // SegmentItem is one more resource of a segment task.

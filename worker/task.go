@@ -42,6 +42,16 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		_ = d.Term(err.Error())
 		return
 	}
+	if task.Ref != "" {
+		full, err := w.bus.ResolveTask(ctx, task)
+		if err != nil {
+			// The store may be electing a leader: the task comes back.
+			w.log.Error("task by reference not readable; it is delivered again", "run_id", task.RunID, "task", task.Task, "error", err)
+			_ = d.Nak(time.Second)
+			return
+		}
+		task = full
+	}
 	log := w.log.With("run_id", task.RunID, "manifest", task.Manifest, "delivery", d.Attempt)
 	if !w.claim(task.MsgID(), task.Resource.Ref()) {
 		// Not acked, not nak'd: the running delivery's ack settles the

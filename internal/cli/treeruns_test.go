@@ -55,3 +55,21 @@ func TestApplyTreeRunsLimit(t *testing.T) {
 	require.Equal(t, ExitInvalid, r.code)
 	require.Contains(t, r.stderr, "--max-tree-runs must be at least 1")
 }
+
+// A file whose content is larger than one bus message is applied: its
+// task travels by reference.
+func TestApplyLargeContent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	content := strings.Repeat("0123456789abcdef", 100_000) // 1.6 MB
+	writeFiles(t, dir, map[string]string{
+		"manifest.yaml": "ordering: manifest\nresources:\n  - file:\n      - $D/big.txt: {content: \"" + content + "\"}\n      - $D/after.txt: {content: done}\n",
+	})
+	r := run(t, "apply", "--output", "json", "--facts-dir", dir, filepath.Join(dir, "manifest.yaml"))
+	require.Equal(t, ExitOK, r.code, "%s", r.stderr)
+	got, err := os.ReadFile(filepath.Join(dir, "big.txt"))
+	require.NoError(t, err)
+	require.Equal(t, content, string(got))
+	_, err = os.Stat(filepath.Join(dir, "after.txt"))
+	require.NoError(t, err)
+}
