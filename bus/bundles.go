@@ -19,15 +19,8 @@ const BundleScheme = "obj://"
 // content digest ("sha256-<hex>") and returns that name. Storing the same
 // bytes twice stores them once.
 func (b *Bus) PutBundle(ctx context.Context, archive []byte) (string, error) {
-	if int64(len(archive)) > b.cfg.MaxBundleBytes {
-		return "", fmt.Errorf("%w: bundle of %d bytes exceeds the limit of %d bytes", ErrTooLarge, len(archive), b.cfg.MaxBundleBytes)
-	}
-	sum := sha256.Sum256(archive)
-	name := "sha256-" + hex.EncodeToString(sum[:])
-	if _, err := b.bundles.GetInfo(ctx, name); err == nil {
-		return name, nil
-	}
-	if _, err := b.bundles.PutBytes(ctx, name, archive); err != nil {
+	name, err := b.putObject(ctx, "", archive)
+	if err != nil {
 		return "", fmt.Errorf("bus: store bundle: %w", err)
 	}
 	return name, nil
