@@ -129,11 +129,12 @@ func (t Task) Timeout() time.Duration { return time.Duration(t.TimeoutMS) * time
 // TaskStatus is the state of a task.
 type TaskStatus string
 
-// Task states. Pending, Dispatched and Running are not final.
+// Task states. Pending and Dispatched are not final: a dispatched task is
+// published and waits for, or runs on, a worker (which of the two is not
+// tracked: the worker's outcome is the next fact).
 const (
 	TaskPending    TaskStatus = "pending"
 	TaskDispatched TaskStatus = "dispatched"
-	TaskRunning    TaskStatus = "running"
 	TaskChanged    TaskStatus = "changed"
 	TaskStable     TaskStatus = "stable"
 	TaskFailed     TaskStatus = "failed"

@@ -23,7 +23,7 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultMaxDepth    = 10
+	DefaultMaxDepth = 10
 	// DefaultMaxTreeRuns is the default of Config.MaxTreeRuns.
 	DefaultMaxTreeRuns = 1000
 	DefaultTaskTimeout = 10 * time.Minute

@@ -124,7 +124,7 @@ func (m *machine) start() []command {
 // inFlight reports whether attempt of task i waits for its outcome.
 func (m *machine) inFlight(i, attempt int) bool {
 	t := &m.tasks[i]
-	return (t.status == bus.TaskDispatched || t.status == bus.TaskRunning) && t.attempt == attempt
+	return t.status == bus.TaskDispatched && t.attempt == attempt
 }
 
 // apply folds one fact of the history into the state. Facts that no
@@ -200,7 +200,7 @@ func (m *machine) releaseAfter(i int) {
 	t := m.tasks[i]
 	for j := i + 1; j < len(m.tasks); j++ {
 		u := &m.tasks[j]
-		if u.seg != t.seg || u.segAttempt != t.segAttempt || !(u.status == bus.TaskDispatched || u.status == bus.TaskRunning) {
+		if u.seg != t.seg || u.segAttempt != t.segAttempt || u.status != bus.TaskDispatched {
 			break
 		}
 		u.status = bus.TaskPending
@@ -359,7 +359,7 @@ func (m *machine) inFlightSegments(fn func(first, n int)) {
 	last := -1
 	for i := range m.tasks {
 		t := &m.tasks[i]
-		if t.status != bus.TaskDispatched && t.status != bus.TaskRunning || t.seg == last {
+		if t.status != bus.TaskDispatched || t.seg == last {
 			continue
 		}
 		last = t.seg
