@@ -74,6 +74,11 @@ type Env struct {
 	// Providers read them to say whether they can manage the host (see
 	// FactString). Nil means unknown.
 	Facts map[string]any
+	// Data is the run's data (what templates see as Data); nil means none.
+	Data map[string]any
+	// Environ is the worker's process environment (what templates see as
+	// Environ); nil means none.
+	Environ map[string]string
 	// State is the host's state store (last-applied documents); nil means
 	// the type falls back to its own (document: files under the state
 	// directory).

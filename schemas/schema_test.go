@@ -14,7 +14,7 @@ import (
 
 func TestTypesAndFiles(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, []string{"apply", "archive", "document", "exec", "file", "group", "http", "package", "service", "user"}, Types())
+	require.Equal(t, []string{"apply", "archive", "document", "exec", "file", "group", "http", "package", "scaffold", "service", "user"}, Types())
 	files := Files()
 	for _, name := range []string{"common.cue", "manifest.cue", "file.cue", "exec.cue", "apply.cue", "document.cue"} {
 		require.Contains(t, files[name], "package schemas", name)

@@ -266,7 +266,7 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 		}
 	}
 	env := &resources.Env{Refresh: task.Refresh, Noop: task.Noop, WorkDir: workDir, Root: root, Runner: tracingRunner{w.cfg.Runner}, Logger: log,
-		HealthChecks: checks, HealthCheckOnly: task.HealthCheckOnly}
+		HealthChecks: checks, HealthCheckOnly: task.HealthCheckOnly, Data: task.Data, Facts: w.cfg.Facts, Environ: scope.Environ}
 	out := resources.Execute(ctx, res, env)
 	o := bus.Outcome{Status: bus.TaskStatus(out.Status), Changed: out.Changed, Refreshed: out.Refreshed,
 		Message: out.Message, Diff: out.Diff}

@@ -12,6 +12,7 @@ import (
 	"github.com/manifold-run/manifold/resources/group"
 	"github.com/manifold-run/manifold/resources/http"
 	"github.com/manifold-run/manifold/resources/pkg"
+	"github.com/manifold-run/manifold/resources/scaffold"
 	"github.com/manifold-run/manifold/resources/service"
 	"github.com/manifold-run/manifold/resources/user"
 )
@@ -25,7 +26,7 @@ type Config struct {
 
 // Registry returns a new registry holding every built-in type: file, exec,
 // archive, http, document (whose kv:// documents need RegistryWith and a
-// bus), package, service, user and group. Each call returns a fresh registry, so callers
+// bus), package, service, user, group and scaffold. Each call returns a fresh registry, so callers
 // (tests) may register more types without affecting others.
 func Registry() *resources.Registry {
 	return RegistryWith(Config{})
@@ -42,6 +43,7 @@ func RegistryWith(cfg Config) *resources.Registry {
 	r.Register(service.Type, service.New, resources.WithProperties(service.Properties{}))
 	r.Register(group.Type, group.New, resources.WithProperties(group.Properties{}))
 	r.Register(user.Type, user.New, resources.WithProperties(user.Properties{}))
+	r.Register(scaffold.Type, scaffold.New, resources.WithProperties(scaffold.Properties{}))
 	r.Register(document.Type, document.NewFactory(cfg.Documents), resources.WithProperties(document.Properties{}))
 	return r
 }

@@ -14,7 +14,7 @@ import (
 
 func TestRegistry(t *testing.T) {
 	t.Parallel()
-	if got := Registry().Types(); !slices.Equal(got, []string{"archive", "document", "exec", "file", "group", "http", "package", "service", "user"}) {
+	if got := Registry().Types(); !slices.Equal(got, []string{"archive", "document", "exec", "file", "group", "http", "package", "scaffold", "service", "user"}) {
 		t.Fatalf("Types() = %v", got)
 	}
 }
