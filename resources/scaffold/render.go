@@ -31,7 +31,7 @@ type source map[string][]byte
 // outside rootDir (workDir when empty); os.Root refuses symbolic links
 // that lead out. Entries other than regular files and directories are
 // refused, as are sources past MaxTemplates or MaxFileBytes.
-func loadSource(rootDir, workDir, src string) (source, error) {
+func loadSource(rootDir, workDir, src string, lim limits) (source, error) {
 	if workDir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -75,20 +75,20 @@ func loadSource(rootDir, workDir, src string) (source, error) {
 		case !d.Type().IsRegular():
 			return fmt.Errorf("%s: not a regular file or directory (%s)", p, d.Type())
 		}
-		if len(out) >= MaxTemplates {
-			return fmt.Errorf("%w: more than %d files", ErrTooLarge, MaxTemplates)
+		if len(out) >= lim.templates {
+			return fmt.Errorf("%w: more than %d files", ErrTooLarge, lim.templates)
 		}
 		f, err := sub.Open(p)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+		b, err := io.ReadAll(io.LimitReader(f, int64(lim.fileBytes)+1))
 		if err != nil {
 			return err
 		}
-		if len(b) > MaxFileBytes {
-			return fmt.Errorf("%w: %s is larger than %d bytes", ErrTooLarge, p, MaxFileBytes)
+		if len(b) > lim.fileBytes {
+			return fmt.Errorf("%w: %s is larger than %d bytes", ErrTooLarge, p, lim.fileBytes)
 		}
 		out[p] = b
 		return nil
@@ -117,6 +117,7 @@ type renderer struct {
 	scope       template.Scope
 	jet         *jet.Set
 	depth       int
+	lim         limits
 	// out collects the rendered files; written collects write()'s.
 	out, written map[string][]byte
 	total        int
@@ -125,8 +126,8 @@ type renderer struct {
 // render renders every template of src outside _partials. It returns the
 // files to write, keyed by slash-separated relative path; with skipEmpty,
 // files rendering to whitespace only are left out.
-func render(src source, engine Engine, left, right string, skipEmpty bool, scope template.Scope) (map[string][]byte, error) {
-	r := &renderer{src: src, engine: engine, left: left, right: right, scope: scope,
+func render(src source, engine Engine, left, right string, skipEmpty bool, scope template.Scope, lim limits) (map[string][]byte, error) {
+	r := &renderer{src: src, engine: engine, left: left, right: right, scope: scope, lim: lim,
 		out: map[string][]byte{}, written: map[string][]byte{}}
 	if engine == EngineJet {
 		loader := jet.NewInMemLoader()
@@ -169,12 +170,12 @@ func render(src source, engine Engine, left, right string, skipEmpty bool, scope
 
 // add records a rendered file against the limits.
 func (r *renderer) add(into map[string][]byte, p string, b []byte) error {
-	if len(b) > MaxFileBytes {
-		return fmt.Errorf("%w: %s renders over %d bytes", ErrTooLarge, p, MaxFileBytes)
+	if len(b) > r.lim.fileBytes {
+		return fmt.Errorf("%w: %s renders over %d bytes", ErrTooLarge, p, r.lim.fileBytes)
 	}
 	r.total += len(b)
-	if r.total > MaxTotalBytes {
-		return fmt.Errorf("%w: the templates render over %d bytes", ErrTooLarge, MaxTotalBytes)
+	if r.total > r.lim.totalBytes {
+		return fmt.Errorf("%w: the templates render over %d bytes", ErrTooLarge, r.lim.totalBytes)
 	}
 	into[p] = b
 	return nil
@@ -222,8 +223,8 @@ func (r *renderer) renderFile(p string, dot any) (out []byte, err error) {
 			return nil, fmt.Errorf("%w: %w", ErrRender, err)
 		}
 	}
-	if buf.Len() > MaxFileBytes {
-		return nil, fmt.Errorf("%w: %s renders over %d bytes", ErrTooLarge, p, MaxFileBytes)
+	if buf.Len() > r.lim.fileBytes {
+		return nil, fmt.Errorf("%w: %s renders over %d bytes", ErrTooLarge, p, r.lim.fileBytes)
 	}
 	return buf.Bytes(), nil
 }
@@ -247,8 +248,8 @@ func (r *renderer) write(name, content string) error {
 	if err != nil {
 		return fmt.Errorf("write(%q): %w", name, err)
 	}
-	if len(r.out)+len(r.written) >= MaxTemplates {
-		return fmt.Errorf("%w: more than %d files", ErrTooLarge, MaxTemplates)
+	if len(r.out)+len(r.written) >= r.lim.templates {
+		return fmt.Errorf("%w: more than %d files", ErrTooLarge, r.lim.templates)
 	}
 	return r.add(r.written, p, []byte(content))
 }

@@ -32,6 +32,13 @@ const (
 	listed = 10
 )
 
+// limits are the bounds in effect; tests lower them.
+type limits struct {
+	templates, fileBytes, totalBytes, targetEntries int
+}
+
+var defaultLimits = limits{templates: MaxTemplates, fileBytes: MaxFileBytes, totalBytes: MaxTotalBytes, targetEntries: MaxTargetEntries}
+
 // Ensure is the desired state of a scaffold.
 type Ensure string
 
@@ -82,6 +89,7 @@ type Scaffold struct {
 	provider string
 	ensure   Ensure
 	props    Properties
+	lim      limits
 }
 
 var (
@@ -92,7 +100,7 @@ var (
 // New is the scaffold type's resources.Factory: it decodes spec's
 // properties.
 func New(spec resources.Spec) (resources.Resource, error) {
-	s := &Scaffold{target: spec.Name, ensure: Ensure(spec.Ensure), provider: spec.Provider}
+	s := &Scaffold{target: spec.Name, ensure: Ensure(spec.Ensure), provider: spec.Provider, lim: defaultLimits}
 	if s.ensure == "" {
 		s.ensure = EnsurePresent
 	}
@@ -164,7 +172,7 @@ func (s *Scaffold) CheckApply(ctx context.Context, env *resources.Env, apply boo
 	if env == nil {
 		env = &resources.Env{}
 	}
-	src, err := loadSource(env.Root, env.WorkDir, s.props.Source)
+	src, err := loadSource(env.Root, env.WorkDir, s.props.Source, s.lim)
 	if err != nil {
 		return resources.Result{}, fmt.Errorf("source %q: %w", s.props.Source, err)
 	}
@@ -174,11 +182,11 @@ func (s *Scaffold) CheckApply(ctx context.Context, env *resources.Env, apply boo
 	}
 	scope := template.Scope{Data: data, Facts: env.Facts, Environ: env.Environ, Dir: env.WorkDir}
 	left, right := s.delims()
-	out, err := render(src, s.props.Engine, left, right, s.props.SkipEmpty, scope)
+	out, err := render(src, s.props.Engine, left, right, s.props.SkipEmpty, scope, s.lim)
 	if err != nil {
 		return resources.Result{}, err
 	}
-	t := target{dir: s.target}
+	t := target{dir: s.target, lim: s.lim}
 	if s.ensure == EnsureAbsent {
 		return t.absent(out, apply)
 	}

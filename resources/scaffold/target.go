@@ -18,6 +18,7 @@ import (
 // target is the directory a scaffold renders into.
 type target struct {
 	dir string
+	lim limits
 }
 
 // plan is what a check found: files to write and files to purge, as
@@ -164,7 +165,7 @@ func (t target) plan(out map[string][]byte, purge bool) (plan, error) {
 		}
 	}
 	if purge && root != nil {
-		if pl.purge, err = extra(root, out); err != nil {
+		if pl.purge, err = extra(root, out, t.lim.targetEntries); err != nil {
 			return pl, err
 		}
 	}
@@ -173,15 +174,18 @@ func (t target) plan(out map[string][]byte, purge bool) (plan, error) {
 
 // extra lists what lies under the target that is not in out: files and
 // symbolic links (never followed), not directories.
-func extra(root *os.Root, out map[string][]byte) ([]string, error) {
+func extra(root *os.Root, out map[string][]byte, max int) ([]string, error) {
 	var found []string
 	n := 0
 	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if n++; n > MaxTargetEntries {
-			return fmt.Errorf("%w: more than %d entries under the target", ErrTooLarge, MaxTargetEntries)
+		if p == "." {
+			return nil
+		}
+		if n++; n > max {
+			return fmt.Errorf("%w: more than %d entries under the target", ErrTooLarge, max)
 		}
 		if d.IsDir() {
 			return nil
