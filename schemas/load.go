@@ -67,6 +67,12 @@ func ParseUnchecked(filename string, src []byte) (*Manifest, error) {
 	if m, err, ok := cachedParse(key); ok {
 		return m, err
 	}
+	if CUEProbe != nil && strings.EqualFold(filepath.Ext(filename), ".cue") {
+		if err := CUEProbe(filename, src); err != nil {
+			storeParse(key, nil, err)
+			return nil, err
+		}
+	}
 	m, err := parseUnchecked(filename, src)
 	storeParse(key, m, err)
 	return m, err
