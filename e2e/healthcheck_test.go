@@ -306,3 +306,72 @@ resources:
 	wantCheck(t, oldRef, got, "broken", "CRITICAL", 1, "CRITICAL - broken", false)
 	wantAbsent(t, filepath.Join(dir, "out", "new.conf"))
 }
+
+// TestHealthChecksGoss: CCM's goss_rules through `manifold apply`: rules
+// passing leave the resource changed with an OK check; a failing rule is
+// CRITICAL, named in the report and the text output, and exits 1;
+// templates in rules are rendered; an unknown goss type fails the resource
+// naming it.
+func TestHealthChecksGoss(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"manifest.yaml": `
+data:
+  owner_port: 80
+resources:
+  - file:
+      - $D/out/site.conf:
+          content: "listen {{ Data.owner_port }}\n"
+          mode: "0640"
+          health_checks:
+            - name: site
+              goss_rules:
+                file:
+                  $D/out/site.conf:
+                    exists: true
+                    mode: "0640"
+                    contents: ["listen {{ Data.owner_port }}"]
+                command:
+                  "echo ready":
+                    exit-status: 0
+                    stdout: [ready]
+            - name: wrong-mode
+              goss_rules:
+                file:
+                  $D/out/site.conf: {exists: true, mode: "0600"}
+`,
+		"bad.yaml": `
+resources:
+  - exec:
+      - x:
+          command: "true"
+          health_checks:
+            - goss_rules: {no_such_type: {}}
+`})
+	manifest := filepath.Join(dir, "manifest.yaml")
+	ref := "file#" + dir + "/out/site.conf"
+	r := runWith(t, runOpts{}, "apply", "--output", "json", manifest)
+	wantCode(t, r, 1)
+	status, got := decodeHealthReport(t, r).checks(t, ref)
+	if status != "failed" {
+		t.Errorf("%s: a goss rule failed, want failed, got %s", ref, status)
+	}
+	wantCheck(t, ref, got, "site", "OK", 1, "goss: 5 rules, 0 failed, 0 skipped", false)
+	wantCheck(t, ref, got, "wrong-mode", "CRITICAL", 1, "goss: 2 rules, 1 failed, 0 skipped", false)
+	if c := got["wrong-mode"]; !strings.Contains(c.Output, "File: "+dir+"/out/site.conf: mode:") {
+		t.Errorf("wrong-mode: output should name the failed rule: %q", c.Output)
+	}
+	wantFile(t, filepath.Join(dir, "out", "site.conf"), "listen 80\n", 0o640)
+
+	r = runWith(t, runOpts{}, "apply", "--monitor-only", manifest)
+	wantCode(t, r, 1)
+	if want := "failed       " + ref + ": health check failed: wrong-mode CRITICAL after 1 tries: File: " + dir + "/out/site.conf: mode:"; !strings.Contains(r.stdout, want) {
+		t.Errorf("text output lacks %q:\n%s", want, r)
+	}
+
+	r = runWith(t, runOpts{}, "apply", filepath.Join(dir, "bad.yaml"))
+	wantCode(t, r, 1)
+	if !strings.Contains(r.stdout, `health_checks[0]: goss_rules: unknown field "no_such_type"`) {
+		t.Errorf("an unknown goss type should fail the resource naming it:\n%s", r)
+	}
+}
