@@ -24,6 +24,8 @@ var (
 	// ErrApplyDenied: allow_apply is false and the child manifest holds
 	// apply resources.
 	ErrApplyDenied = errors.New("apply: child manifest contains apply resources but allow_apply is false")
+	// ErrTreeRunsExceeded: a run tree started as many child runs as it may.
+	ErrTreeRunsExceeded = errors.New("apply: maximum child runs of the run tree exceeded")
 	// ErrNoBundle: an apply resource in a run without a bundle.
 	ErrNoBundle = errors.New("apply: the run has no bundle to resolve child manifests in")
 )
@@ -78,6 +80,10 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 		fail(fmt.Errorf("%w: depth %d is over the limit of %d: %s", ErrDepthExceeded, child.Depth, maxDepth, strings.Join(chain, " → ")))
 		return
 	}
+	if err := r.c.countTreeRun(ctx, cmp.Or(rec.RootRunID, rec.RunID)); err != nil {
+		fail(err)
+		return
+	}
 	session := make(map[string]sessionRef, len(rec.Session)+r.m.done)
 	for k, v := range rec.Session {
 		session[k] = v
@@ -107,6 +113,41 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 	if err != nil {
 		fail(fmt.Errorf("start child run: %w", err))
 	}
+}
+
+// treeKey is the runs bucket key counting the child runs of a run tree.
+func treeKey(root string) string { return "tree." + root }
+
+// countTreeRun counts one more child run of the tree rooted at root, or
+// says why it may not start. The count is a compare-and-swap on one small
+// key; the root run removes it when it ends. A child started again by a
+// coordinator resuming its parent counts again: the limit errs on the safe
+// side.
+func (c *Coordinator) countTreeRun(ctx context.Context, root string) error {
+	max := c.cfg.MaxTreeRuns
+	for range 100 {
+		e, err := c.bus.Runs().Get(ctx, treeKey(root))
+		switch {
+		case errors.Is(err, bus.ErrNotFound):
+			_, err = c.bus.Runs().Create(ctx, treeKey(root), []byte("1"))
+			if errors.Is(err, bus.ErrExists) {
+				continue
+			}
+			return err
+		case err != nil:
+			return err
+		}
+		n, _ := strconv.Atoi(string(e.Value))
+		if n >= max {
+			return fmt.Errorf("%w: the run tree of %s has started %d child runs, the limit (coordinator --max-tree-runs)", ErrTreeRunsExceeded, root, n)
+		}
+		_, err = c.bus.Runs().Update(ctx, treeKey(root), []byte(strconv.Itoa(n+1)), e.Revision)
+		if errors.Is(err, bus.ErrRevisionMismatch) {
+			continue
+		}
+		return err
+	}
+	return fmt.Errorf("count the child runs of %s: too much contention", root)
 }
 
 // childID is the run ID of the child run of apply task i's attempt.

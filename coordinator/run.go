@@ -449,6 +449,7 @@ func (r *run) load(ctx context.Context) (*Plan, error) {
 func loadPlan(ctx context.Context, rec *record, open bundleOpener) (*Plan, error) {
 	req := rec.Request
 	var src []byte
+	var files func(string) ([]byte, error)
 	name := rec.Manifest
 	switch {
 	case req.Bundle != "":
@@ -457,6 +458,7 @@ func loadPlan(ctx context.Context, rec *record, open bundleOpener) (*Plan, error
 			return nil, err
 		}
 		entry := rec.entry()
+		files = bundleFiles(b, entry)
 		if src, err = b.Read(entry); err != nil {
 			return nil, fmt.Errorf("bundle %s: %w", req.Bundle, err)
 		}
@@ -486,7 +488,7 @@ func loadPlan(ctx context.Context, rec *record, open bundleOpener) (*Plan, error
 	return PrepareWith(m, PrepareOpts{ApplyData: rec.ApplyData, Overrides: req.Data, Facts: req.Facts, Source: src, External: func(ref string) bool {
 		_, ok := rec.Session[ref]
 		return ok
-	}})
+	}, Files: files})
 }
 
 // newRunMachine builds the state machine of a run from its header and plan.
@@ -615,6 +617,7 @@ func (r *run) finish(ctx context.Context) {
 	// Ending again on return is a no-op.
 	r.span.End()
 	r.reportToParent(ctx, nil)
+	r.forgetTree(ctx)
 	r.deactivate(ctx)
 	r.log.Info("run finished", "status", rec.Status, "changed", rep.Counts.Changed, "failed", rep.Counts.Failed,
 		"skipped", rep.Counts.Skipped, "duration_ms", rep.DurationMS)
@@ -636,7 +639,18 @@ func (r *run) finishRejected(ctx context.Context, err error) {
 	r.c.event(ctx, rec, bus.Event{Kind: bus.EventRunFinished, Status: string(RunFailed), Error: msg})
 	r.span.End()
 	r.reportToParent(ctx, err)
+	r.forgetTree(ctx)
 	r.deactivate(ctx)
+}
+
+// forgetTree removes the child-run count of a root run's tree.
+func (r *run) forgetTree(ctx context.Context) {
+	if r.rec.RootRunID != "" && r.rec.RootRunID != r.rec.RunID {
+		return
+	}
+	if err := r.c.bus.Runs().Delete(context.WithoutCancel(ctx), treeKey(r.rec.RunID)); err != nil && !errors.Is(err, bus.ErrNotFound) {
+		r.log.Warn("child-run count not removed", "error", err)
+	}
 }
 
 // deactivate removes the run's mark of an unfinished run.

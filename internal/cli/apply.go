@@ -38,6 +38,7 @@ type applyOpts struct {
 	output                choice
 	timeout               time.Duration
 	maxDepth              int
+	maxTreeRuns           int
 	concurrency           int
 	logLevel              choice
 	otlpEndpoint          string
@@ -55,6 +56,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	fs.Var(&o.output, "output", "output format: text or json (the run report)")
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "give up on the run after this long (exit 3)")
 	fs.IntVar(&o.maxDepth, "max-depth", coordinator.DefaultMaxDepth, "maximum nesting of apply resources")
+	fs.IntVar(&o.maxTreeRuns, "max-tree-runs", coordinator.DefaultMaxTreeRuns, "maximum child runs the run starts, all depths together (embedded engine)")
 	fs.IntVar(&o.concurrency, "concurrency", 0, "resources executed at once by the embedded worker (default: CPUs)")
 	fs.Var(&o.logLevel, "log-level", "log level on stderr: debug, info, warn or error")
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export traces to this OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
@@ -70,13 +72,17 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		fs.Usage()
 		return ExitInvalid
 	}
+	if o.maxTreeRuns < 1 {
+		fmt.Fprintln(st.Stderr, "manifold apply: --max-tree-runs must be at least 1")
+		return ExitInvalid
+	}
 	if o.maxDepth < 1 {
 		fmt.Fprintln(st.Stderr, "manifold apply: --max-depth must be at least 1 (a manifest without apply resources needs no limit)")
 		return ExitInvalid
 	}
 	path := pos[0]
 	logger := newLogger(st.Stderr, o.logLevel.value)
-	eopts := embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, Concurrency: o.concurrency}
+	eopts := embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, MaxTreeRuns: o.maxTreeRuns, Concurrency: o.concurrency}
 	var starting startingEngine
 	if !conn.explicit() {
 		// The engine starts while facts are gathered and the manifest
@@ -139,7 +145,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitInvalid
 	}
-	return submitAndFollow(ctx, st, eng.bus, req, followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL})
+	return submitAndFollow(ctx, st, eng.bus, req, followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL, pre: tree.Plan.PreMessage})
 }
 
 // submitAndFollow submits a run on the fire-and-forget subject and follows

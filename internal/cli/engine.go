@@ -34,6 +34,7 @@ type embedded struct {
 type embeddedOpts struct {
 	Logger      *slog.Logger
 	MaxDepth    int
+	MaxTreeRuns int
 	Concurrency int
 	// Facts are this host's, for the worker's templates.
 	Facts map[string]any
@@ -66,7 +67,7 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 	if e.bus, err = bus.Open(octx, nc, bus.Config{MemoryStorage: true}); err != nil {
 		return nil, err
 	}
-	if e.coord, err = coordinator.New(coordinator.Config{Bus: e.bus, Logger: o.Logger, MaxDepth: o.MaxDepth, Name: "embedded"}); err != nil {
+	if e.coord, err = coordinator.New(coordinator.Config{Bus: e.bus, Logger: o.Logger, MaxDepth: o.MaxDepth, MaxTreeRuns: o.MaxTreeRuns, Name: "embedded"}); err != nil {
 		return nil, err
 	}
 	if err = e.coord.Start(ctx); err != nil {

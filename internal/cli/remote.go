@@ -121,7 +121,7 @@ func printStatus(w io.Writer, rep *coordinator.Report, jaegerURL string) {
 		switch r.Status {
 		case string(bus.TaskPending):
 			pending = append(pending, r.Ref)
-		case string(bus.TaskDispatched), string(bus.TaskRunning):
+		case string(bus.TaskDispatched):
 			dispatched = append(dispatched, r.Ref+" (pool "+cmp.Or(r.Pool, bus.DefaultPool)+")")
 		}
 	}
