@@ -51,6 +51,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	fs := newFlags("apply", "[flags] MANIFEST", applyAbout, st, args)
 	fs.BoolVar(&o.noop, "noop", false, "report what would change without changing anything")
 	fs.BoolVar(&o.healthCheckOnly, "health-check-only", false, "run health checks only")
+	fs.BoolVar(&o.healthCheckOnly, "monitor-only", false, "alias of --health-check-only (CCM's name)")
 	o.compile.register(fs, "override manifest data: key=value, repeatable; values are YAML scalars, dotted keys nest (app.port=80)")
 	fs.Var(&o.output, "output", "output format: text or json (the run report)")
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "give up on the run after this long (exit 3)")
