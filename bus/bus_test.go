@@ -118,6 +118,15 @@ func TestFollowEventsOfARunTree(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{"root/run_started", "child/run_started", "root/run_finished"}, seen)
+
+	// Kinds: only the root run's events of those kinds.
+	seen = nil
+	err = b.FollowEvents(ctx, "root", func(ev bus.Event) bool {
+		seen = append(seen, ev.RunID+"/"+string(ev.Kind))
+		return ev.Kind != bus.EventRunFinished
+	}, bus.EventRunRejected, bus.EventRunFinished)
+	require.NoError(t, err)
+	require.Equal(t, []string{"root/run_finished"}, seen)
 }
 
 func TestDecodeRejectsUnknownVersion(t *testing.T) {

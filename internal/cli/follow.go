@@ -34,13 +34,18 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 		live: isTerminal(st.Stdout, st.Getenv)}
 	rejected := false
 	printMessage(st, o.output, o.pre)
+	var kinds []bus.EventKind
+	if p.quiet {
+		// Nothing is printed per resource: the end is all that is needed.
+		kinds = []bus.EventKind{bus.EventRunRejected, bus.EventRunFinished}
+	}
 	err := b.FollowEvents(ctx, runID, func(ev bus.Event) bool {
 		if ev.Kind == bus.EventRunRejected && ev.RunID == runID {
 			rejected = true
 		}
 		p.event(ev)
 		return !(ev.Kind == bus.EventRunFinished && ev.RunID == runID)
-	})
+	}, kinds...)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			err = cause
