@@ -105,6 +105,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		return submitRemote(ctx, st, &conn, remoteRun{path: path, follow: true, output: o.output.value, timeout: o.timeout, jaegerURL: o.jaegerURL,
 			req: bus.RunRequest{Data: o.data, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth}})
 	}
+	defer exitOnSecondSignal(st, "apply")()
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("run did not finish within --timeout %s", o.timeout))
 	defer cancel()
 	eng, err := startEmbedded(ctx, embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, Concurrency: o.concurrency})
@@ -112,7 +113,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitUnavailable
 	}
-	defer eng.close()
+	defer eng.closeWithin(st, embeddedStopWait)
 
 	req := bus.RunRequest{
 		RunID: coordinator.NewRunID(), Data: o.data, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth,
@@ -121,7 +122,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitInvalid
 	}
-	return submitAndFollow(ctx, st, eng.bus, req, followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL})
+	return submitAndFollow(ctx, st, eng.bus, req, followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL, cancelOnEnd: true})
 }
 
 // submitAndFollow submits a run on the fire-and-forget subject and follows

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
+	"syscall"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,10 +23,26 @@ import (
 const helperEnv = "MANIFOLD_CLI_TEST_HELPER"
 
 // TestHelperProcess is not a test: run by the tests below as a separate
-// process, it starts an embedded engine, prints its store directory and
-// waits to be killed.
+// process, it either starts an embedded engine, prints its store directory
+// and waits to be killed ("embedded"), or is the manifold command ("main").
 func TestHelperProcess(t *testing.T) {
-	if os.Getenv(helperEnv) != "embedded" {
+	switch os.Getenv(helperEnv) {
+	case "embedded":
+	case "main":
+		// cmd/manifold's main: the signal context, then the CLI, with the
+		// arguments after "--".
+		args := os.Args
+		for i, a := range args {
+			if a == "--" {
+				args = args[i+1:]
+				break
+			}
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Run(ctx, IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, args)
+		stop()
+		os.Exit(code)
+	default:
 		t.Skip("helper process only")
 	}
 	e, err := startEmbedded(context.Background(), embeddedOpts{Concurrency: 1})
