@@ -17,7 +17,9 @@ func TestInvalidInputExits2(t *testing.T) {
 	dir := t.TempDir()
 	manifest := filepath.Join(dir, "m.yaml")
 	require.NoError(t, os.WriteFile(manifest, []byte("resources:\n  - {type: exec, name: \"true\"}\n"), 0o600))
-	for name, content := range map[string]string{"empty.yaml": "", "blank.yaml": "\n  \n", "comments.yaml": "# nothing yet\n", "null.yaml": "null\n"} {
+	for name, content := range map[string]string{"empty.yaml": "", "blank.yaml": "\n  \n", "comments.yaml": "# nothing yet\n", "null.yaml": "null\n",
+		"target.yaml":  "resources:\n  - {type: exec, name: \"true\", target: \"web servers\"}\n",
+		"target2.yaml": "resources:\n  - {type: exec, name: \"true\", target: \"{{ data.pool }}\"}\n"} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
 	}
 	// Nothing listens here: a command that got as far as connecting
@@ -46,6 +48,8 @@ func TestInvalidInputExits2(t *testing.T) {
 		{[]string{"apply", filepath.Join(dir, "blank.yaml")}, "the manifest is empty"},
 		{[]string{"validate", filepath.Join(dir, "comments.yaml")}, "the manifest is empty"},
 		{[]string{"run", filepath.Join(dir, "null.yaml")}, "the manifest is empty"},
+		{[]string{"validate", filepath.Join(dir, "target.yaml")}, "resources[0].target: invalid value \"web servers\""},
+		{[]string{"apply", filepath.Join(dir, "target2.yaml")}, "resources[0].target: invalid value"},
 	} {
 		var out, errOut syncBuffer
 		code := Run(t.Context(), IO{Stdout: &out, Stderr: &errOut, Getenv: env}, tc.args)
