@@ -87,6 +87,12 @@ type SubmitReply struct {
 // until it ends).
 type GetRunRequest struct {
 	RunID string `json:"run_id"`
+	// Offset and Limit page the report's resources: resources
+	// [offset, offset+limit) are returned. Without a limit, as many as fit
+	// in one reply (the server's maximum payload): every resource of all
+	// but very large runs. A report cut short says so in its "page" field.
+	Offset int `json:"offset,omitempty"`
+	Limit  int `json:"limit,omitempty"`
 }
 
 // ListRunsRequest asks runs.list for the newest runs.

@@ -19,16 +19,26 @@ const BundleScheme = "obj://"
 // content digest ("sha256-<hex>") and returns that name. Storing the same
 // bytes twice stores them once.
 func (b *Bus) PutBundle(ctx context.Context, archive []byte) (string, error) {
-	if int64(len(archive)) > b.cfg.MaxBundleBytes {
-		return "", fmt.Errorf("%w: bundle of %d bytes exceeds the limit of %d bytes", ErrTooLarge, len(archive), b.cfg.MaxBundleBytes)
+	name, err := b.putObject(ctx, "", archive)
+	if err != nil {
+		return "", fmt.Errorf("bus: store bundle: %w", err)
 	}
-	sum := sha256.Sum256(archive)
-	name := "sha256-" + hex.EncodeToString(sum[:])
+	return name, nil
+}
+
+// putObject stores data in the bundles object store under prefix and its
+// digest, once, and returns that name.
+func (b *Bus) putObject(ctx context.Context, prefix string, data []byte) (string, error) {
+	if int64(len(data)) > b.cfg.MaxBundleBytes {
+		return "", fmt.Errorf("%w: %d bytes exceeds the limit of %d bytes", ErrTooLarge, len(data), b.cfg.MaxBundleBytes)
+	}
+	sum := sha256.Sum256(data)
+	name := prefix + "sha256-" + hex.EncodeToString(sum[:])
 	if _, err := b.bundles.GetInfo(ctx, name); err == nil {
 		return name, nil
 	}
-	if _, err := b.bundles.PutBytes(ctx, name, archive); err != nil {
-		return "", fmt.Errorf("bus: store bundle: %w", err)
+	if _, err := b.bundles.PutBytes(ctx, name, data); err != nil {
+		return "", fmt.Errorf("bus: store %s: %w", name, err)
 	}
 	return name, nil
 }

@@ -36,6 +36,10 @@ type Config struct {
 	// DuplicateWindow is the window in which a run request with the same
 	// Nats-Msg-Id is dropped. Defaults to 2m.
 	DuplicateWindow time.Duration
+	// InlineMax is the largest task published as a message; larger ones
+	// travel by reference (Task.Ref). Defaults to the server's maximum
+	// payload less 16 KiB.
+	InlineMax int
 	// MaxBundleBytes caps one bundle in the object store. Defaults to 64 MiB.
 	MaxBundleBytes int64
 	// HistoryMaxAge bounds how long a run's history is kept if the run

@@ -27,10 +27,6 @@ type FactKind string
 const (
 	// FactOutcome is a task's outcome (the zero value, omitted on the wire).
 	FactOutcome FactKind = ""
-	// FactReleased says a worker gave tasks Task..Through of a segment
-	// back unexecuted: an earlier task of the segment failed or was
-	// skipped, so the coordinator decides on them again.
-	FactReleased FactKind = "released"
 	// FactDeadline says the deadline of task Task's attempt Attempt passed
 	// with no outcome.
 	FactDeadline FactKind = "deadline"
@@ -391,7 +387,48 @@ func (b *Bus) PublishTaskAsync(ctx context.Context, t Task) *Pending {
 	if err != nil {
 		return &Pending{err: err}
 	}
+	if len(data) > b.inlineMax() {
+		// Too large for one message: store the task, send a reference.
+		name, err := b.putObject(ctx, "task-", data)
+		if err != nil {
+			return &Pending{err: fmt.Errorf("bus: task %s of %d bytes: %w", t.MsgID(), len(data), err)}
+		}
+		env := Task{V: Version, RunID: t.RunID, RootRunID: t.RootRunID, Task: t.Task, Attempt: t.Attempt,
+			Pool: t.Pool, Deadline: t.Deadline, Ref: name}
+		if data, err = encode(env); err != nil {
+			return &Pending{err: err}
+		}
+	}
 	return b.publishAsync(ctx, TaskSubject(t.Pool), t.MsgID(), data)
+}
+
+// inlineMax is the largest message published as is: the server's maximum
+// payload, less room for headers.
+func (b *Bus) inlineMax() int {
+	if b.cfg.InlineMax > 0 {
+		return b.cfg.InlineMax
+	}
+	return int(b.nc.MaxPayload()) - 16<<10
+}
+
+// ResolveTask returns the whole task of a task that travelled by
+// reference (Ref set), t itself otherwise.
+func (b *Bus) ResolveTask(ctx context.Context, t Task) (Task, error) {
+	if t.Ref == "" {
+		return t, nil
+	}
+	data, err := b.GetBundle(ctx, t.Ref)
+	if err != nil {
+		return t, fmt.Errorf("bus: task %s by reference: %w", t.MsgID(), err)
+	}
+	var full Task
+	if err := Decode(data, &full); err != nil {
+		return t, fmt.Errorf("bus: task %s by reference: %w", t.MsgID(), err)
+	}
+	if full.RunID != t.RunID || full.Task != t.Task || full.Attempt != t.Attempt {
+		return t, fmt.Errorf("bus: task %s by reference: the stored task is %s", t.MsgID(), full.MsgID())
+	}
+	return full, nil
 }
 
 // PublishOutcomeAsync publishes a task outcome without waiting.

@@ -38,6 +38,10 @@ type RunRequest struct {
 	WorkDir string `json:"work_dir,omitempty"`
 	// Data overrides the manifest's data; it always wins.
 	Data map[string]any `json:"data,omitempty"`
+	// Facts are the facts the coordinator resolves the manifest's data
+	// hierarchy over (the host's, for an embedded apply; --fact for a
+	// remote run). Workers render other templates with their own facts.
+	Facts map[string]any `json:"facts,omitempty"`
 	// Noop reports what would change without changing anything.
 	Noop bool `json:"noop,omitempty"`
 	// HealthCheckOnly runs health checks only.
@@ -96,6 +100,12 @@ type Task struct {
 	// own outcome; a failed or skipped one ends the segment, and the
 	// coordinator takes the rest back when it reads that outcome.
 	Segment []SegmentItem `json:"segment,omitempty"`
+	// Ref, when set, names the whole task in the bundles object store: a
+	// task too large for one message (large file content, large run data,
+	// a segment of large resources) travels by reference, and the message
+	// carries only the fields that route and identify it. Workers read it
+	// with Bus.ResolveTask.
+	Ref string `json:"ref,omitempty"`
 }
 
 // SegmentItem is one more resource of a segment task.
@@ -119,11 +129,12 @@ func (t Task) Timeout() time.Duration { return time.Duration(t.TimeoutMS) * time
 // TaskStatus is the state of a task.
 type TaskStatus string
 
-// Task states. Pending, Dispatched and Running are not final.
+// Task states. Pending and Dispatched are not final: a dispatched task is
+// published and waits for, or runs on, a worker (which of the two is not
+// tracked: the worker's outcome is the next fact).
 const (
 	TaskPending    TaskStatus = "pending"
 	TaskDispatched TaskStatus = "dispatched"
-	TaskRunning    TaskStatus = "running"
 	TaskChanged    TaskStatus = "changed"
 	TaskStable     TaskStatus = "stable"
 	TaskFailed     TaskStatus = "failed"
@@ -168,11 +179,6 @@ type Outcome struct {
 	// Kind says what fact of the run's history this is; empty for a task
 	// outcome (see FactKind).
 	Kind FactKind `json:"kind,omitempty"`
-	// Segment and Through, for FactReleased: the first task of the segment
-	// (Attempt is its attempt) and the last task given back; Task is the
-	// first given back.
-	Segment int `json:"segment,omitempty"`
-	Through int `json:"through,omitempty"`
 }
 
 // EventKind names a progress event; it is the last subject token.

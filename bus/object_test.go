@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,4 +45,45 @@ func TestObjectsReadWithDirectGets(t *testing.T) {
 	require.ErrorIs(t, err, bus.ErrTooLarge)
 	_, err = b.GetBundle(ctx, "obj://other/none")
 	require.ErrorIs(t, err, bus.ErrNotFound)
+}
+
+// A task larger than one message travels by reference: the message holds
+// the fields that route and identify it, and ResolveTask gives back the
+// whole task. One that fits is published as is.
+func TestLargeTaskTravelsByReference(t *testing.T) {
+	_, b := bustest.Start(t, bus.Config{InlineMax: 4 << 10})
+	ctx := ctxT(t)
+	big := bus.Task{RunID: "r1", Task: 2, Attempt: 1, Pool: "default", TimeoutMS: 1000}
+	big.Resource.Type, big.Resource.Name = "file", "/tmp/big"
+	big.Resource.Properties = map[string]any{"content": strings.Repeat("x", 200<<10)}
+	small := bus.Task{RunID: "r1", Task: 3, Attempt: 1, Pool: "default"}
+	small.Resource.Type, small.Resource.Name = "file", "/tmp/small"
+	require.NoError(t, b.PublishTaskAsync(ctx, big).Wait(ctx))
+	require.NoError(t, b.PublishTaskAsync(ctx, small).Wait(ctx))
+
+	c, err := b.TaskConsumer(ctx, "default")
+	require.NoError(t, err)
+	d, err := c.Next(ctx)
+	require.NoError(t, err)
+	require.Less(t, len(d.Data()), 1<<10, "the message is an envelope")
+	var got bus.Task
+	require.NoError(t, bus.Decode(d.Data(), &got))
+	require.NotEmpty(t, got.Ref)
+	require.Equal(t, "r1", got.RunID)
+	require.Equal(t, 2, got.Task)
+	full, err := b.ResolveTask(ctx, got)
+	require.NoError(t, err)
+	require.Empty(t, full.Ref)
+	require.Equal(t, "file#/tmp/big", full.Resource.Ref())
+	require.Equal(t, strings.Repeat("x", 200<<10), full.Resource.Properties["content"])
+
+	d, err = c.Next(ctx)
+	require.NoError(t, err)
+	got = bus.Task{}
+	require.NoError(t, bus.Decode(d.Data(), &got))
+	require.Empty(t, got.Ref)
+	require.Equal(t, "file#/tmp/small", got.Resource.Ref())
+	same, err := b.ResolveTask(ctx, got)
+	require.NoError(t, err)
+	require.Equal(t, got, same)
 }

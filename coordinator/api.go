@@ -161,7 +161,7 @@ func (a *api) checkManifest(ctx context.Context, rr bus.RunRequest) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := Prepare(m, rr.Data); err != nil {
+	if _, err := PrepareWith(m, PrepareOpts{Overrides: rr.Data, Facts: rr.Facts, Source: src}); err != nil {
 		return 0, err
 	}
 	return len(m.Resources), nil
@@ -248,6 +248,9 @@ func (a *api) get(ctx context.Context, req micro.Request) (any, *bus.APIError) {
 	if err := bus.ValidToken(g.RunID); err != nil {
 		return nil, invalid(fmt.Errorf("run_id: %w", err))
 	}
+	if g.Offset < 0 || g.Limit < 0 {
+		return nil, invalid(fmt.Errorf("offset and limit must not be negative (got %d and %d)", g.Offset, g.Limit))
+	}
 	rctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	rep, err := GetReport(rctx, a.c.bus, g.RunID)
@@ -256,7 +259,48 @@ func (a *api) get(ctx context.Context, req micro.Request) (any, *bus.APIError) {
 	} else if err != nil {
 		return nil, unavailable(err)
 	}
-	return rep, nil
+	return pageReport(rep, g.Offset, g.Limit, int(a.c.bus.Conn().MaxPayload())-replyMargin), nil
+}
+
+// replyMargin is room left in a reply for the report's other fields and
+// the reply's headers.
+const replyMargin = 64 << 10
+
+// pageReport cuts rep's resources to [offset, offset+limit), and further
+// to what fits in max bytes of JSON; the whole report when no paging was
+// asked for and it fits.
+func pageReport(rep *Report, offset, limit, max int) *Report {
+	total := len(rep.Resources)
+	if offset == 0 && limit == 0 {
+		if b, err := json.Marshal(rep.Resources); err == nil && len(b) <= max {
+			return rep
+		}
+	}
+	start := min(offset, total)
+	end := total
+	if limit > 0 {
+		end = min(total, start+limit)
+	}
+	size := 0
+	for i := start; i < end; i++ {
+		b, err := json.Marshal(rep.Resources[i])
+		if err != nil {
+			continue
+		}
+		if size+len(b)+1 > max && i > start {
+			end = i
+			break
+		}
+		size += len(b) + 1
+	}
+	out := *rep
+	out.Resources = rep.Resources[start:end]
+	out.Page = &ReportPage{Offset: start, Count: end - start, Total: total}
+	if end < total {
+		next := end
+		out.Page.NextOffset = &next
+	}
+	return &out
 }
 
 func (a *api) list(ctx context.Context, req micro.Request) (any, *bus.APIError) {

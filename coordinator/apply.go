@@ -13,7 +13,7 @@ import (
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/internal/bundle"
-	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/internal/compile"
 	"github.com/manifold-run/manifold/resources/template"
 )
 
@@ -24,17 +24,14 @@ var (
 	// ErrApplyDenied: allow_apply is false and the child manifest holds
 	// apply resources.
 	ErrApplyDenied = errors.New("apply: child manifest contains apply resources but allow_apply is false")
+	// ErrTreeRunsExceeded: a run tree started as many child runs as it may.
+	ErrTreeRunsExceeded = errors.New("apply: maximum child runs of the run tree exceeded")
 	// ErrNoBundle: an apply resource in a run without a bundle.
 	ErrNoBundle = errors.New("apply: the run has no bundle to resolve child manifests in")
 )
 
 // applyProps are the apply type's own properties (CCM's names).
-type applyProps struct {
-	Noop            bool           `json:"noop"`
-	HealthCheckOnly bool           `json:"health_check_only"`
-	AllowApply      *bool          `json:"allow_apply"`
-	Data            map[string]any `json:"data"`
-}
+type applyProps = compile.ApplyProps
 
 // childContext is what a child run inherits: derived from the parent's
 // modes and the apply resource's properties, never by mutating the parent.
@@ -83,6 +80,10 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 		fail(fmt.Errorf("%w: depth %d is over the limit of %d: %s", ErrDepthExceeded, child.Depth, maxDepth, strings.Join(chain, " → ")))
 		return
 	}
+	if err := r.c.countTreeRun(ctx, cmp.Or(rec.RootRunID, rec.RunID)); err != nil {
+		fail(err)
+		return
+	}
 	session := make(map[string]sessionRef, len(rec.Session)+r.m.done)
 	for k, v := range rec.Session {
 		session[k] = v
@@ -114,6 +115,41 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 	}
 }
 
+// treeKey is the runs bucket key counting the child runs of a run tree.
+func treeKey(root string) string { return "tree." + root }
+
+// countTreeRun counts one more child run of the tree rooted at root, or
+// says why it may not start. The count is a compare-and-swap on one small
+// key; the root run removes it when it ends. A child started again by a
+// coordinator resuming its parent counts again: the limit errs on the safe
+// side.
+func (c *Coordinator) countTreeRun(ctx context.Context, root string) error {
+	max := c.cfg.MaxTreeRuns
+	for range 100 {
+		e, err := c.bus.Runs().Get(ctx, treeKey(root))
+		switch {
+		case errors.Is(err, bus.ErrNotFound):
+			_, err = c.bus.Runs().Create(ctx, treeKey(root), []byte("1"))
+			if errors.Is(err, bus.ErrExists) {
+				continue
+			}
+			return err
+		case err != nil:
+			return err
+		}
+		n, _ := strconv.Atoi(string(e.Value))
+		if n >= max {
+			return fmt.Errorf("%w: the run tree of %s has started %d child runs, the limit (coordinator --max-tree-runs)", ErrTreeRunsExceeded, root, n)
+		}
+		_, err = c.bus.Runs().Update(ctx, treeKey(root), []byte(strconv.Itoa(n+1)), e.Revision)
+		if errors.Is(err, bus.ErrRevisionMismatch) {
+			continue
+		}
+		return err
+	}
+	return fmt.Errorf("count the child runs of %s: too much contention", root)
+}
+
 // childID is the run ID of the child run of apply task i's attempt.
 func (r *run) childID(i, attempt int) string { return childRunID(r.rec.RunID, i, attempt) }
 
@@ -140,15 +176,7 @@ func (r *run) cancelChild(ctx context.Context, i, attempt int) {
 // applyProps decodes apply resource i's properties, rendered from the
 // run's data.
 func (r *run) applyProps(i int) (applyProps, error) {
-	var props applyProps
-	rendered, err := template.RenderValue(r.plan.Manifest.Resources[i].Properties, template.Scope{Data: r.plan.Data})
-	if err != nil {
-		return props, err
-	}
-	if m, ok := rendered.(map[string]any); ok {
-		err = resources.DecodeProperties(m, &props)
-	}
-	return props, err
+	return compile.DecodeApply(r.plan.Manifest.Resources[i].Properties, template.Scope{Data: r.plan.Data})
 }
 
 // entry is the run's manifest path inside its bundle.

@@ -23,7 +23,9 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultMaxDepth    = 10
+	DefaultMaxDepth = 10
+	// DefaultMaxTreeRuns is the default of Config.MaxTreeRuns.
+	DefaultMaxTreeRuns = 1000
 	DefaultTaskTimeout = 10 * time.Minute
 	// DefaultLease is the default of Config.Lease.
 	DefaultLease = 10 * time.Second
@@ -43,6 +45,10 @@ type Config struct {
 	// MaxDepth is the maximum nesting of apply runs unless a run request
 	// sets its own. Defaults to 10.
 	MaxDepth int
+	// MaxTreeRuns caps the child runs one run tree starts, at every depth
+	// together (an apply fanning out at each level grows geometrically
+	// within the depth limit). Defaults to 1000.
+	MaxTreeRuns int
 	// TaskTimeout bounds a task (queue wait plus execution) whose resource
 	// and request set none. Defaults to 10m.
 	TaskTimeout time.Duration
@@ -72,6 +78,7 @@ func (cfg Config) WithDefaults() Config {
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, DefaultMaxDepth)
+	cfg.MaxTreeRuns = cmp.Or(cfg.MaxTreeRuns, DefaultMaxTreeRuns)
 	cfg.TaskTimeout = cmp.Or(cfg.TaskTimeout, DefaultTaskTimeout)
 	cfg.OutcomeGrace = cmp.Or(cfg.OutcomeGrace, DefaultOutcomeGrace)
 	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
@@ -91,6 +98,9 @@ func (cfg Config) validate() error {
 	}
 	if cfg.MaxDepth < 0 {
 		return fmt.Errorf("coordinator: max depth %d is negative", cfg.MaxDepth)
+	}
+	if cfg.MaxTreeRuns < 0 {
+		return fmt.Errorf("coordinator: max tree runs %d is negative", cfg.MaxTreeRuns)
 	}
 	return nil
 }

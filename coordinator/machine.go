@@ -124,7 +124,7 @@ func (m *machine) start() []command {
 // inFlight reports whether attempt of task i waits for its outcome.
 func (m *machine) inFlight(i, attempt int) bool {
 	t := &m.tasks[i]
-	return (t.status == bus.TaskDispatched || t.status == bus.TaskRunning) && t.attempt == attempt
+	return t.status == bus.TaskDispatched && t.attempt == attempt
 }
 
 // apply folds one fact of the history into the state. Facts that no
@@ -154,17 +154,6 @@ func (m *machine) apply(o bus.Outcome) []command {
 			cmds = m.settle(cmds, i, bus.TaskCancelled, t.message, "")
 		}
 		m.ready = nil
-		return m.schedule(cmds)
-	case bus.FactReleased:
-		for i := o.Task; i <= o.Through && i >= 0 && i < len(m.tasks); i++ {
-			if t := &m.tasks[i]; m.inFlight(i, t.attempt) && t.seg == o.Segment && t.segAttempt == o.Attempt {
-				t.status, t.seg = bus.TaskPending, -1
-				t.attempt--
-				if m.tasks[i].waiting == 0 {
-					m.ready = append(m.ready, i)
-				}
-			}
-		}
 		return m.schedule(cmds)
 	case bus.FactDeadline:
 		if o.Task < 0 || o.Task >= len(m.tasks) || !m.inFlight(o.Task, o.Attempt) {
@@ -211,7 +200,7 @@ func (m *machine) releaseAfter(i int) {
 	t := m.tasks[i]
 	for j := i + 1; j < len(m.tasks); j++ {
 		u := &m.tasks[j]
-		if u.seg != t.seg || u.segAttempt != t.segAttempt || !(u.status == bus.TaskDispatched || u.status == bus.TaskRunning) {
+		if u.seg != t.seg || u.segAttempt != t.segAttempt || u.status != bus.TaskDispatched {
 			break
 		}
 		u.status = bus.TaskPending
@@ -312,7 +301,7 @@ func (m *machine) dispatchOne(i int) {
 // first and ends at j-1: same pool, not an apply, not a subscriber of a
 // task in flight, and nothing outside the segment that must end first or
 // that would make it skipped. A failure in the segment stops it there: the
-// worker gives the rest back (FactReleased).
+// coordinator takes the rest back when it reads that outcome.
 func (m *machine) joins(first, j int) bool {
 	if j >= len(m.tasks) || m.tasks[j].status != bus.TaskPending || m.pools[j] != m.pools[first] {
 		return false
@@ -370,7 +359,7 @@ func (m *machine) inFlightSegments(fn func(first, n int)) {
 	last := -1
 	for i := range m.tasks {
 		t := &m.tasks[i]
-		if t.status != bus.TaskDispatched && t.status != bus.TaskRunning || t.seg == last {
+		if t.status != bus.TaskDispatched || t.seg == last {
 			continue
 		}
 		last = t.seg

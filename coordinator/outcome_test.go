@@ -106,7 +106,7 @@ func TestUnknownOutcomeStatusFailsTheTask(t *testing.T) {
 	require.NoError(t, err)
 	runID := tb.submit(t, "resources: [{type: exec, name: a, command: /bin/true}]\n")
 	a := takeTask(t, tasks)
-	tb.outcome(t, runID, a.Task, a.Attempt, bus.TaskRunning)
+	tb.outcome(t, runID, a.Task, a.Attempt, bus.TaskStatus("running"))
 	rep, _ := tb.wait(t, runID)
 	require.Equal(t, coordinator.RunFailed, rep.Status)
 	require.Contains(t, resource(t, rep, "exec#a").Error, `unknown status "running"`)

@@ -52,6 +52,21 @@ type Report struct {
 	Error       string     `json:"error,omitempty"`
 	StartedAt   *time.Time `json:"started_at,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	// Page is set by runs.get when Resources holds part of the run's
+	// resources (asked for with offset/limit, or cut to fit one reply).
+	Page *ReportPage `json:"page,omitempty"`
+}
+
+// ReportPage says which of a run's resources a report holds.
+type ReportPage struct {
+	// Offset is the index of the first resource held.
+	Offset int `json:"offset"`
+	// Count is how many are held.
+	Count int `json:"count"`
+	// Total is how many the run has.
+	Total int `json:"total"`
+	// NextOffset is the offset to ask for next; absent on the last page.
+	NextOffset *int `json:"next_offset,omitempty"`
 }
 
 // Counts sums the resources of a run by status.

@@ -483,7 +483,7 @@ func loadPlan(ctx context.Context, rec *record, open bundleOpener) (*Plan, error
 			return nil, err
 		}
 	}
-	return PrepareWith(m, PrepareOpts{ApplyData: rec.ApplyData, Overrides: req.Data, External: func(ref string) bool {
+	return PrepareWith(m, PrepareOpts{ApplyData: rec.ApplyData, Overrides: req.Data, Facts: req.Facts, Source: src, External: func(ref string) bool {
 		_, ok := rec.Session[ref]
 		return ok
 	}})
@@ -615,6 +615,7 @@ func (r *run) finish(ctx context.Context) {
 	// Ending again on return is a no-op.
 	r.span.End()
 	r.reportToParent(ctx, nil)
+	r.forgetTree(ctx)
 	r.deactivate(ctx)
 	r.log.Info("run finished", "status", rec.Status, "changed", rep.Counts.Changed, "failed", rep.Counts.Failed,
 		"skipped", rep.Counts.Skipped, "duration_ms", rep.DurationMS)
@@ -636,7 +637,18 @@ func (r *run) finishRejected(ctx context.Context, err error) {
 	r.c.event(ctx, rec, bus.Event{Kind: bus.EventRunFinished, Status: string(RunFailed), Error: msg})
 	r.span.End()
 	r.reportToParent(ctx, err)
+	r.forgetTree(ctx)
 	r.deactivate(ctx)
+}
+
+// forgetTree removes the child-run count of a root run's tree.
+func (r *run) forgetTree(ctx context.Context) {
+	if r.rec.RootRunID != "" && r.rec.RootRunID != r.rec.RunID {
+		return
+	}
+	if err := r.c.bus.Runs().Delete(context.WithoutCancel(ctx), treeKey(r.rec.RunID)); err != nil && !errors.Is(err, bus.ErrNotFound) {
+		r.log.Warn("child-run count not removed", "error", err)
+	}
 }
 
 // deactivate removes the run's mark of an unfinished run.

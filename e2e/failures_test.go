@@ -573,3 +573,77 @@ func TestFailureFinishedTaskDeliveredAgain(t *testing.T) {
 	}
 	w.waitLog(t, "answered from its recorded outcome")
 }
+
+// TestFailureCoordinatorKilledLargeRun: the coordinator of a 5,000-resource
+// run is SIGKILLed in the middle; the standby replays the run's history,
+// finishes it, and no resource that had finished is executed again (each
+// resource appears once in the worker's log of executed tasks).
+func TestFailureCoordinatorKilledLargeRun(t *testing.T) {
+	t.Parallel()
+	const n = 5000
+	c := failStart(t, 1)
+	coords := map[string]*process{
+		"coord-a": c.coordinator(t, "coord-a", "--lease", "1s"),
+		"coord-b": c.coordinator(t, "coord-b", "--lease", "1s"),
+	}
+	w := c.worker(t, "w1", "default")
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("ordering: manifest\nresources:\n  - file:\n      - defaults: {ensure: present, mode: \"0644\"}\n")
+	for i := range n {
+		fmt.Fprintf(&b, "      - %s/f%05d:\n          content: \"%d\\n\"\n", dir, i, i)
+	}
+	m := writeFile(t, t.TempDir(), "large.yaml", b.String())
+	id := c.submit(t, m)
+	owner, survivor := c.runOwner(t, id, coords)
+	// Kill once a good part (not all) has finished.
+	distEventually(t, 60*time.Second, "a fifth of the resources done", func() (bool, string) {
+		return len(markerFiles(t, dir)) >= n/5, ""
+	})
+	coords[owner].kill(t)
+	killed := time.Now()
+	done := len(markerFiles(t, dir))
+
+	rep := c.waitEnded(t, id, 120*time.Second)
+	t.Logf("killed with %d of %d files written; run ended %s after the kill, status %s under %s",
+		done, n, time.Since(killed).Round(time.Millisecond), rep.Status, rep.Coordinator)
+	if rep.Status != "succeeded" || rep.Coordinator != survivor || len(rep.Resources) != n {
+		t.Fatalf("want %d resources succeeded under %s: status %s under %s, %d resources", n, survivor, rep.Status, rep.Coordinator, len(rep.Resources))
+	}
+	if done >= n {
+		t.Fatalf("the run finished before the kill (%d files); the test proves nothing", done)
+	}
+	coords[survivor].waitLog(t, "resuming run")
+	// Every resource executed once: the worker logs each execution
+	// ("task changed" or "task stable") with the resource's reference.
+	counts := map[string]int{}
+	for line := range strings.Lines(w.Stderr()) {
+		if !strings.Contains(line, "msg=\"task ") || !strings.Contains(line, "run_id="+id) {
+			continue
+		}
+		_, ref, ok := strings.Cut(line, " resource=")
+		if !ok {
+			continue
+		}
+		ref, _, _ = strings.Cut(ref, " ")
+		counts[ref]++
+	}
+	if len(counts) != n {
+		t.Fatalf("the worker logged %d distinct resources, want %d", len(counts), n)
+	}
+	for ref, k := range counts {
+		if k != 1 {
+			t.Errorf("%s executed %d times", ref, k)
+		}
+	}
+}
+
+// markerFiles lists the files written so far in dir.
+func markerFiles(t *testing.T, dir string) []os.DirEntry {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
+}

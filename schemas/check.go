@@ -2,8 +2,47 @@ package schemas
 
 import (
 	"fmt"
+	"path"
 	"strings"
+	"unicode"
 )
+
+// pathNamed are the types whose name is an absolute path: names (and
+// references to them) are cleaned before they identify a resource, so
+// /out/x, /out/./x, //out/x and /out/../out/x are one resource.
+var pathNamed = map[string]bool{"file": true, "archive": true, "document": true}
+
+// cleanNames cleans path names and references to them, and reports names
+// holding control characters (a newline or NUL in a name is a mistake, and
+// makes logs and reports lie).
+func cleanNames(m *Manifest, errs *errorList) {
+	for i := range m.Resources {
+		r := &m.Resources[i]
+		if c := controlChar(r.Name); c >= 0 {
+			errs.addf(r.Pos, r.Path, "%s name %q contains the control character %U", r.Type, r.Name, c)
+		}
+		if pathNamed[r.Type] && strings.HasPrefix(r.Name, "/") {
+			r.Name = path.Clean(r.Name)
+		}
+		for _, refs := range [][]string{r.Require, r.Subscribe} {
+			for j, ref := range refs {
+				if typ, name, ok := strings.Cut(ref, "#"); ok && pathNamed[typ] && strings.HasPrefix(name, "/") {
+					refs[j] = typ + "#" + path.Clean(name)
+				}
+			}
+		}
+	}
+}
+
+// controlChar returns the first control character of s, or -1.
+func controlChar(s string) rune {
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			return c
+		}
+	}
+	return -1
+}
 
 // CheckReferences checks a manifest's names and references: no two
 // resources of a type share a name or alias, every require and subscribe
@@ -20,6 +59,7 @@ func CheckReferences(m *Manifest) error { return CheckReferencesWith(m, nil) }
 // same session.
 func CheckReferencesWith(m *Manifest, external func(ref string) bool) error {
 	var errs errorList
+	cleanNames(m, &errs)
 	index := make(map[string]int, 2*len(m.Resources))
 	isAlias := make(map[string]bool)
 	for i, r := range m.Resources {

@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -145,5 +146,39 @@ func TestIsTemplate(t *testing.T) {
 		"/etc/motd": false, "{{ lookup('x') }}": true, "a${ x }": true, "$HOME": false,
 	} {
 		require.Equal(t, want, IsTemplate(s), s)
+	}
+}
+
+// Path names are cleaned before they identify a resource: four spellings
+// of one path are one resource declared four times, and a reference
+// spelled differently still finds it. Control characters in names are
+// refused.
+func TestNamesCleanedBeforeIdentity(t *testing.T) {
+	t.Parallel()
+	m := &Manifest{Ordering: OrderingGraph, Resources: []Resource{
+		res("file", "/out/x"), res("file", "/out/./x"), res("file", "//out/x"), res("file", "/out/../out/x"),
+	}}
+	for i := range m.Resources {
+		m.Resources[i].Pos.Line = i + 1
+	}
+	err := CheckReferences(m)
+	require.Error(t, err)
+	require.Equal(t, 3, strings.Count(err.Error(), "duplicate resource file#/out/x"), err.Error())
+
+	m = &Manifest{Ordering: OrderingGraph, Resources: []Resource{
+		res("file", "/etc/app//app.conf"),
+		res("exec", "reload", requires("file#/etc/./app/app.conf")),
+	}}
+	require.NoError(t, CheckReferences(m))
+	require.Equal(t, "/etc/app/app.conf", m.Resources[0].Name)
+	require.Equal(t, []string{"file#/etc/app/app.conf"}, m.Resources[1].Require)
+
+	for _, name := range []string{"/out/a\nb", "/out/a\x00b", "echo hi\r"} {
+		typ := "file"
+		if name[0] != '/' {
+			typ = "exec"
+		}
+		err := CheckReferences(&Manifest{Resources: []Resource{res(typ, name)}})
+		require.ErrorContains(t, err, "contains the control character", name)
 	}
 }

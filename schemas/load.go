@@ -98,6 +98,10 @@ type loader struct {
 	// unknown holds the paths of fields already reported as not allowed, so
 	// CUE's own closedness errors for them are dropped.
 	unknown map[string]bool
+	// shapes holds the first resource of each shape (see shapeKey), free
+	// which fields of a type accept every value of a kind.
+	shapes map[string]*shape
+	free   map[string]bool
 }
 
 // document turns the source into a CUE value according to the format.

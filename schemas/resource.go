@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -177,6 +178,26 @@ func (p *loader) resource(typ string, def, props cue.Value, path string, pos Pos
 	if name != nil {
 		extra = append([]field{*name}, defaults...)
 	}
+	key, free, keyed := p.shapeKey(typ, def, props, extra)
+	if keyed {
+		if s, ok := p.shapes[key]; ok {
+			return p.fromShape(s, free, path, pos), true
+		}
+	}
+	r, ok := p.validate(typ, def, props, path, pos, extra)
+	if ok && keyed {
+		if p.shapes == nil {
+			p.shapes = map[string]*shape{}
+		}
+		s := &shape{r: r}
+		s.r.Properties = maps.Clone(r.Properties)
+		p.shapes[key] = s
+	}
+	return r, ok
+}
+
+// validate validates one resource's properties with CUE and decodes them.
+func (p *loader) validate(typ string, def, props cue.Value, path string, pos Position, extra []field) (Resource, bool) {
 	u, used, ok := p.build(def, props, path, pos, extra, nil)
 	fieldPos := func(label string) Position {
 		for _, f := range used {

@@ -30,8 +30,8 @@ func resultKey(t bus.Task) string {
 // handle executes one delivered task and answers it. A segment task
 // (ordering: manifest) holds several resources: each is executed in order
 // and answered by its own outcome as it finishes; a failed or skipped one
-// ends the segment and the rest are given back unexecuted (one
-// FactReleased outcome), so the coordinator decides on them again. Each
+// ends the segment, and the coordinator, reading that outcome, takes the
+// rest back unexecuted and decides on them again. Each
 // outcome is recorded, then published; the task is acked once every
 // outcome is durable. A resource whose outcome was recorded by an earlier
 // delivery is answered from the record without executing.
@@ -41,6 +41,16 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		w.log.Error("task dropped: unreadable", "subject", d.Subject(), "error", err)
 		_ = d.Term(err.Error())
 		return
+	}
+	if task.Ref != "" {
+		full, err := w.bus.ResolveTask(ctx, task)
+		if err != nil {
+			// The store may be electing a leader: the task comes back.
+			w.log.Error("task by reference not readable; it is delivered again", "run_id", task.RunID, "task", task.Task, "error", err)
+			_ = d.Nak(time.Second)
+			return
+		}
+		task = full
 	}
 	log := w.log.With("run_id", task.RunID, "manifest", task.Manifest, "delivery", d.Attempt)
 	if !w.claim(task.MsgID(), task.Resource.Ref()) {
@@ -217,7 +227,14 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 		ctx, cancel = context.WithDeadlineCause(ctx, task.Deadline, fmt.Errorf("timed out after %s", task.Timeout()))
 		defer cancel()
 	}
-	scope := template.Scope{Data: task.Data, Facts: w.cfg.Facts, Environ: environ()}
+	workDir, cleanup, err := w.workDir(ctx, task)
+	if err != nil {
+		return fail("%s: %v", ref, err)
+	}
+	defer cleanup()
+	// file(), template() and jet() read relative to the manifest's
+	// directory in the bundle.
+	scope := template.Scope{Data: task.Data, Facts: w.cfg.Facts, Environ: environ(), Dir: workDir}
 	if c := task.Resource.Control; c != nil {
 		run, why, err := control(c.If, c.Unless, scope)
 		if err != nil {
@@ -242,11 +259,6 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 	if err != nil {
 		return fail("%v", err)
 	}
-	workDir, cleanup, err := w.workDir(ctx, task)
-	if err != nil {
-		return fail("%s: %v", ref, err)
-	}
-	defer cleanup()
 	root := workDir
 	if task.Entry != "" && workDir != "" {
 		for d := path.Dir(task.Entry); d != "." && d != "/"; d = path.Dir(d) {

@@ -96,104 +96,6 @@ func writeTree(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-func TestBuildCollectsChildrenAndSources(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	writeTree(t, dir, map[string]string{
-		"manifest.yaml": `
-data: {lib: lib}
-resources:
-  - file:
-      - /tmp/x: {source: files/root.txt}
-  - apply:
-      - sub/manifest.yaml: {data: {inner: "{{ data.lib }}"}}
-      - sub/manifest.yaml: {alias: again}
-  - {type: apply, name: /flat.yaml}
-`,
-		"files/root.txt": "root\n",
-		"sub/manifest.yaml": `
-resources:
-  - apply:
-      - "{{ data.inner }}/manifest.yaml": {}
-  - file:
-      - /tmp/y: {source: sub.txt}
-      - /tmp/z: {source: /etc/hostname}
-      - /tmp/w: {content: "inline"}
-`,
-		"sub/sub.txt":           "sub\n",
-		"sub/lib/manifest.yaml": "resources:\n  - file:\n      - /tmp/l: {source: ../../files/shared.txt}\n",
-		"files/shared.txt":      "shared\n",
-		"flat.yaml":             "resources:\n  - apply:\n      - manifest.yaml: {}\n", // a cycle back to the root
-		"unreferenced.txt":      "not bundled\n",
-	})
-	b, entry, err := Build(filepath.Join(dir, "manifest.yaml"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if entry != "manifest.yaml" {
-		t.Errorf("entry = %q, want manifest.yaml", entry)
-	}
-	want := []string{"files/root.txt", "files/shared.txt", "flat.yaml", "manifest.yaml", "sub/lib/manifest.yaml", "sub/manifest.yaml", "sub/sub.txt"}
-	if got := b.Names(); !slices.Equal(got, want) {
-		t.Errorf("Names() = %v, want %v", got, want)
-	}
-	if got, _ := b.Read("sub/sub.txt"); string(got) != "sub\n" {
-		t.Errorf("sub/sub.txt = %q", got)
-	}
-	if _, err := b.Read("unreferenced.txt"); !errors.Is(err, ErrNotInBundle) {
-		t.Errorf("Read(unreferenced.txt): %v, want ErrNotInBundle", err)
-	}
-}
-
-func TestBuildRefusesEscapes(t *testing.T) {
-	t.Parallel()
-	outside := t.TempDir()
-	writeTree(t, outside, map[string]string{"secret.yaml": "resources: []\n", "secret.txt": "secret\n"})
-	tests := map[string]struct {
-		files map[string]string
-		link  string // name of a symlink in the root to outside/secret.*
-	}{
-		"apply with dot-dot": {files: map[string]string{"manifest.yaml": "resources:\n  - apply:\n      - ../../etc/x: {}\n"}},
-		"source with dot-dot": {files: map[string]string{
-			"manifest.yaml": "resources:\n  - file:\n      - /tmp/x: {source: ../secret.txt}\n"}},
-		"child manifest is a symlink out": {link: "child.yaml", files: map[string]string{
-			"manifest.yaml": "resources:\n  - apply:\n      - child.yaml: {}\n"}},
-		"source is a symlink out": {link: "src.txt", files: map[string]string{
-			"manifest.yaml": "resources:\n  - file:\n      - /tmp/x: {source: src.txt}\n"}},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			writeTree(t, dir, tt.files)
-			if tt.link != "" {
-				target := filepath.Join(outside, "secret"+filepath.Ext(tt.link))
-				if err := os.Symlink(target, filepath.Join(dir, tt.link)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			_, _, err := Build(filepath.Join(dir, "manifest.yaml"), nil)
-			if !errors.Is(err, ErrEscapes) {
-				t.Fatalf("Build: %v, want ErrEscapes", err)
-			}
-		})
-	}
-
-	// A symlink that stays inside the root is followed.
-	dir := t.TempDir()
-	writeTree(t, dir, map[string]string{"manifest.yaml": "resources:\n  - apply:\n      - link.yaml: {}\n", "real.yaml": "resources: []\n"})
-	if err := os.Symlink("real.yaml", filepath.Join(dir, "link.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	b, _, err := Build(filepath.Join(dir, "manifest.yaml"), nil)
-	if err != nil {
-		t.Fatalf("Build with an inside symlink: %v", err)
-	}
-	if got, _ := b.Read("link.yaml"); string(got) != "resources: []\n" {
-		t.Errorf("link.yaml = %q, want the target's content", got)
-	}
-}
-
 func TestArchiveIsDeterministicAndRoundTrips(t *testing.T) {
 	t.Parallel()
 	files := map[string]string{"manifest.yaml": "resources: []\n", "sub/b.txt": "b", "sub/a.txt": "a", "z/y/x": ""}
@@ -227,24 +129,6 @@ func TestArchiveIsDeterministicAndRoundTrips(t *testing.T) {
 	again, err := b.Archive()
 	if err != nil || !bytes.Equal(again, one) {
 		t.Errorf("re-archiving an opened bundle changed its bytes (err %v)", err)
-	}
-
-	// Built from disk twice: same bytes.
-	dir := t.TempDir()
-	writeTree(t, dir, map[string]string{"m.yaml": "resources:\n  - file:\n      - /tmp/x: {source: s.txt}\n", "s.txt": "s"})
-	digest := func() [32]byte {
-		b, _, err := Build(filepath.Join(dir, "m.yaml"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := b.Archive()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sha256.Sum256(data)
-	}
-	if digest() != digest() {
-		t.Error("Build+Archive of the same directory twice gave two digests")
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/manifold-run/manifold/bus"
@@ -35,10 +34,11 @@ flags, 3 could not run (bus error, timeout, interrupted).`
 
 type applyOpts struct {
 	noop, healthCheckOnly bool
-	data                  dataFlags
+	compile               compileFlags
 	output                choice
 	timeout               time.Duration
 	maxDepth              int
+	maxTreeRuns           int
 	concurrency           int
 	logLevel              choice
 	otlpEndpoint          string
@@ -46,15 +46,16 @@ type applyOpts struct {
 }
 
 func runApply(ctx context.Context, st IO, args []string) int {
-	o := applyOpts{data: dataFlags{}, output: choice{"text", []string{"text", "json"}},
+	o := applyOpts{output: choice{"text", []string{"text", "json"}},
 		logLevel: choice{"error", []string{"debug", "info", "warn", "error"}}}
 	fs := newFlags("apply", "[flags] MANIFEST", applyAbout, st, args)
 	fs.BoolVar(&o.noop, "noop", false, "report what would change without changing anything")
 	fs.BoolVar(&o.healthCheckOnly, "health-check-only", false, "run health checks only")
-	fs.Var(o.data, "data", "override manifest data: key=value, repeatable; values are YAML scalars, dotted keys nest (app.port=80)")
+	o.compile.register(fs, "override manifest data: key=value, repeatable; values are YAML scalars, dotted keys nest (app.port=80)")
 	fs.Var(&o.output, "output", "output format: text or json (the run report)")
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "give up on the run after this long (exit 3)")
 	fs.IntVar(&o.maxDepth, "max-depth", coordinator.DefaultMaxDepth, "maximum nesting of apply resources")
+	fs.IntVar(&o.maxTreeRuns, "max-tree-runs", coordinator.DefaultMaxTreeRuns, "maximum child runs the run starts, all depths together (embedded engine)")
 	fs.IntVar(&o.concurrency, "concurrency", 0, "resources executed at once by the embedded worker (default: CPUs)")
 	fs.Var(&o.logLevel, "log-level", "log level on stderr: debug, info, warn or error")
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export traces to this OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
@@ -70,26 +71,46 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		fs.Usage()
 		return ExitInvalid
 	}
+	if o.maxTreeRuns < 1 {
+		fmt.Fprintln(st.Stderr, "manifold apply: --max-tree-runs must be at least 1")
+		return ExitInvalid
+	}
 	if o.maxDepth < 1 {
 		fmt.Fprintln(st.Stderr, "manifold apply: --max-depth must be at least 1 (a manifest without apply resources needs no limit)")
 		return ExitInvalid
 	}
 	path := pos[0]
-
-	src, err := os.ReadFile(path)
-	if err != nil {
-		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
-		return ExitInvalid
-	}
-	m, err := schemas.Parse(path, src)
-	if err == nil {
-		_, err = coordinator.Prepare(m, o.data)
-	}
-	if err != nil {
-		printValidation(st.Stderr, err)
-		return ExitInvalid
-	}
 	logger := newLogger(st.Stderr, o.logLevel.value)
+	eopts := embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, MaxTreeRuns: o.maxTreeRuns, Concurrency: o.concurrency}
+	var starting startingEngine
+	if !conn.explicit() {
+		// The engine starts while facts are gathered and the manifest
+		// compiled; it is closed unless the run goes ahead.
+		starting = startEmbeddedAsync(ctx, eopts)
+		defer func() {
+			if starting != nil {
+				starting.abandon()
+			}
+		}()
+	}
+
+	// Embedded, the worker is this host: the hierarchy is resolved over
+	// its facts. Remote, over --fact only (the host of a task is not
+	// known before it runs).
+	data, facts, ok := o.compile.inputs(ctx, st, "apply", !conn.explicit())
+	if !ok {
+		return ExitInvalid
+	}
+	if conn.explicit() {
+		if facts, err = o.compile.runFacts(); err != nil {
+			fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
+			return ExitInvalid
+		}
+	}
+	tree, ok := compileTree(st, "apply", path, data, facts)
+	if !ok {
+		return ExitInvalid
+	}
 	shutdown, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "manifold-cli", Endpoint: o.otlpEndpoint})
 	if err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
@@ -102,13 +123,15 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	}()
 
 	if conn.explicit() {
-		return submitRemote(ctx, st, &conn, remoteRun{path: path, follow: true, output: o.output.value, timeout: o.timeout, jaegerURL: o.jaegerURL,
-			req: bus.RunRequest{Data: o.data, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth}})
+		return submitRemote(ctx, st, &conn, remoteRun{path: path, tree: tree, follow: true, output: o.output.value, timeout: o.timeout, jaegerURL: o.jaegerURL,
+			req: bus.RunRequest{Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth}})
 	}
 	defer exitOnSecondSignal(st, "apply")()
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("run did not finish within --timeout %s", o.timeout))
 	defer cancel()
-	eng, err := startEmbedded(ctx, embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, Concurrency: o.concurrency})
+	eopts.Facts = facts
+	eng, err := starting.wait(ctx, eopts)
+	starting = nil
 	if err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitUnavailable
@@ -116,9 +139,9 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	defer eng.closeWithin(st, embeddedStopWait)
 
 	req := bus.RunRequest{
-		RunID: coordinator.NewRunID(), Data: o.data, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth,
+		RunID: coordinator.NewRunID(), Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth,
 	}
-	if err := uploadBundle(ctx, eng.bus, &req, path, true); err != nil {
+	if err := uploadBundle(ctx, eng.bus, &req, path, tree, true); err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitInvalid
 	}

@@ -6,20 +6,16 @@ import (
 	"path/filepath"
 
 	"github.com/manifold-run/manifold/bus"
-	"github.com/manifold-run/manifold/internal/bundle"
+	"github.com/manifold-run/manifold/internal/compile"
 )
 
-// uploadBundle bundles the manifest at path with the files it references
-// (child manifests, file sources), stores the bundle in the object store
-// and fills req's Bundle, Entry and ManifestName. With local set, WorkDir
-// is the bundle root on this host (embedded mode: workers share the
-// filesystem).
-func uploadBundle(ctx context.Context, b *bus.Bus, req *bus.RunRequest, path string, local bool) error {
-	bnd, entry, err := bundle.Build(path, req.Data)
-	if err != nil {
-		return fmt.Errorf("bundle %s: %w", path, err)
-	}
-	archive, err := bnd.Archive()
+// uploadBundle stores the bundle of a compiled manifest tree (the entry
+// manifest, its child manifests and the files they reference) in the
+// object store and fills req's Bundle, Entry and ManifestName. With local
+// set, WorkDir is the bundle root on this host (embedded mode: workers
+// share the filesystem).
+func uploadBundle(ctx context.Context, b *bus.Bus, req *bus.RunRequest, path string, t *compile.Tree, local bool) error {
+	archive, err := t.Bundle.Archive()
 	if err != nil {
 		return fmt.Errorf("bundle %s: %w", path, err)
 	}
@@ -27,7 +23,7 @@ func uploadBundle(ctx context.Context, b *bus.Bus, req *bus.RunRequest, path str
 	if err != nil {
 		return err
 	}
-	req.Bundle, req.Entry, req.ManifestName = name, entry, path
+	req.Bundle, req.Entry, req.ManifestName = name, t.Entry, path
 	if local {
 		if req.WorkDir, err = filepath.Abs(filepath.Dir(path)); err != nil {
 			return err

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
 	"github.com/manifold-run/manifold/resources"
@@ -48,7 +51,13 @@ func removeAbandonedStores(tmp string) {
 type embeddedOpts struct {
 	Logger      *slog.Logger
 	MaxDepth    int
+	MaxTreeRuns int
 	Concurrency int
+	// Facts are this host's, for the worker's templates.
+	Facts map[string]any
+	// NoWorker starts the server and the coordinator only (see
+	// startWorker).
+	NoWorker bool
 }
 
 func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error) {
@@ -76,21 +85,74 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 	if e.bus, err = bus.Open(octx, nc, bus.Config{MemoryStorage: true}); err != nil {
 		return nil, err
 	}
-	if e.coord, err = coordinator.New(coordinator.Config{Bus: e.bus, Logger: o.Logger, MaxDepth: o.MaxDepth, Name: "embedded"}); err != nil {
+	if e.coord, err = coordinator.New(coordinator.Config{Bus: e.bus, Logger: o.Logger, MaxDepth: o.MaxDepth, MaxTreeRuns: o.MaxTreeRuns, Name: "embedded"}); err != nil {
 		return nil, err
 	}
 	if err = e.coord.Start(ctx); err != nil {
 		return nil, err
 	}
-	e.worker, err = worker.New(worker.Config{Bus: e.bus, Registry: workerRegistry(e.bus), Logger: o.Logger,
-		Name: "embedded", Concurrency: o.Concurrency, Version: Version})
-	if err != nil {
-		return nil, err
+	if o.NoWorker {
+		return e, nil
 	}
-	if err = e.worker.Start(ctx); err != nil {
+	if err = e.startWorker(ctx, o); err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// startWorker starts the engine's worker (once).
+func (e *embedded) startWorker(ctx context.Context, o embeddedOpts) error {
+	w, err := worker.New(worker.Config{Bus: e.bus, Registry: workerRegistry(e.bus), Logger: o.Logger,
+		Name: "embedded", Concurrency: o.Concurrency, Version: Version, Facts: o.Facts})
+	if err != nil {
+		return err
+	}
+	if err = w.Start(ctx); err != nil {
+		return err
+	}
+	e.worker = w
+	return nil
+}
+
+// startingEngine is an embedded engine starting in the background while the
+// command gathers facts and compiles (it needs neither): the wait for the
+// server and the coordinator overlaps that work.
+type startingEngine chan struct {
+	e   *embedded
+	err error
+}
+
+func startEmbeddedAsync(ctx context.Context, o embeddedOpts) startingEngine {
+	c := make(startingEngine, 1)
+	o.NoWorker = true
+	go func() {
+		e, err := startEmbedded(ctx, o)
+		c <- struct {
+			e   *embedded
+			err error
+		}{e, err}
+	}()
+	return c
+}
+
+// wait returns the started engine with its worker, started with o's facts.
+func (c startingEngine) wait(ctx context.Context, o embeddedOpts) (*embedded, error) {
+	r := <-c
+	if r.err != nil {
+		return nil, r.err
+	}
+	if err := r.e.startWorker(ctx, o); err != nil {
+		r.e.close()
+		return nil, err
+	}
+	return r.e, nil
+}
+
+// abandon closes the engine once it has started (the command ends early).
+func (c startingEngine) abandon() {
+	if r := <-c; r.err == nil {
+		r.e.close()
+	}
 }
 
 // close stops everything and removes the store. Safe on a partly started
@@ -103,11 +165,32 @@ func (e *embedded) close() {
 		e.coord.Stop()
 	}
 	if e.bus != nil {
+		dropStreams(e.bus.Conn())
 		e.bus.Conn().Close()
 	}
 	e.srv.Shutdown()
 	if e.dir != "" {
 		os.RemoveAll(e.dir)
+	}
+}
+
+// dropStreams deletes the private server's streams, and with them their
+// consumers: a consumer with a pull request still pending makes the
+// server's shutdown wait 50 ms for the request's client to hear of it.
+func dropStreams(nc *nats.Conn) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	names := js.StreamNames(ctx)
+	var all []string
+	for n := range names.Name() {
+		all = append(all, n)
+	}
+	for _, n := range all {
+		_ = js.DeleteStream(ctx, n)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
+	"github.com/manifold-run/manifold/internal/facts"
 	"github.com/manifold-run/manifold/worker"
 )
 
@@ -126,7 +127,7 @@ func printStatus(w io.Writer, rep *coordinator.Report, jaegerURL string) {
 		switch r.Status {
 		case string(bus.TaskPending):
 			pending = append(pending, r.Ref)
-		case string(bus.TaskDispatched), string(bus.TaskRunning):
+		case string(bus.TaskDispatched):
 			dispatched = append(dispatched, r.Ref+" (pool "+cmp.Or(r.Pool, bus.DefaultPool)+")")
 		}
 	}
@@ -261,15 +262,32 @@ func runWorkers(ctx context.Context, st IO, args []string) int {
 	return ExitOK
 }
 
-// factsSummary prints a few well-known facts.
+// factsSummary prints a few well-known facts: the host name, platform,
+// architecture and CPU count (the keys of older workers too).
 func factsSummary(f map[string]any) string {
 	var parts []string
-	for _, k := range []string{"hostname", "os", "arch", "cpus"} {
-		if v, ok := f[k]; ok {
-			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+	for _, k := range []struct{ label, path, legacy string }{
+		{"hostname", "host.info.hostname", "hostname"},
+		{"os", "host.info.platform", "os"},
+		{"arch", "host.info.kernelArch", "arch"},
+	} {
+		if v, ok := facts.Query(f, k.path); ok && v != "" {
+			parts = append(parts, fmt.Sprintf("%s=%v", k.label, v))
+		} else if v, ok := f[k.legacy]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%v", k.label, v))
 		}
 	}
+	if v, _ := facts.Query(f, "cpu.info"); len(asList(v)) > 0 {
+		parts = append(parts, fmt.Sprintf("cpus=%d", len(asList(v))))
+	} else if v, ok := f["cpus"]; ok {
+		parts = append(parts, fmt.Sprintf("cpus=%v", v))
+	}
 	return cmp.Or(strings.Join(parts, " "), "-")
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
 }
 
 const cancelAbout = `Cancels a run through the runs.cancel endpoint: nothing more is

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -12,8 +11,8 @@ import (
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
+	"github.com/manifold-run/manifold/internal/compile"
 	"github.com/manifold-run/manifold/internal/telemetry"
-	"github.com/manifold-run/manifold/schemas"
 )
 
 const runAbout = `Submits a run of a manifest to the coordinators on a NATS server and
@@ -32,6 +31,7 @@ Without them: 0 once the run is accepted.`
 // remoteRun is a run to submit to a server and how to wait for it.
 type remoteRun struct {
 	path           string
+	tree           *compile.Tree
 	req            bus.RunRequest
 	follow, wait   bool
 	output         string
@@ -44,7 +44,7 @@ func runRun(ctx context.Context, st IO, args []string) int {
 	var (
 		conn       connFlags
 		rr         remoteRun
-		data       = dataFlags{}
+		cf         compileFlags
 		output     = choice{"text", []string{"text", "json"}}
 		pool       string
 		taskTO     time.Duration
@@ -59,7 +59,7 @@ func runRun(ctx context.Context, st IO, args []string) int {
 	fs.BoolVar(&rr.follow, "follow", false, "stream progress until the run ends")
 	fs.BoolVar(&rr.wait, "wait", false, "wait for the run to end, then print the summary")
 	fs.Var(&output, "output", "output format: text or json (waits, then prints the run report)")
-	fs.Var(data, "data", "override manifest data: key=value, repeatable; values are YAML scalars, dotted keys nest (app.port=80)")
+	cf.register(fs, "override manifest data: key=value, repeatable; values are YAML scalars, dotted keys nest (app.port=80)")
 	fs.BoolVar(&noop, "noop", false, "report what would change without changing anything")
 	fs.BoolVar(&hcOnly, "health-check-only", false, "run health checks only")
 	fs.StringVar(&pool, "pool", "", "worker pool of resources that name no target (default: default)")
@@ -90,10 +90,18 @@ func runRun(ctx context.Context, st IO, args []string) int {
 		return ExitInvalid
 	}
 	rr.path, rr.output = pos[0], output.value
-	rr.req = bus.RunRequest{Data: data, Noop: noop, HealthCheckOnly: hcOnly, Pool: pool, MaxDepth: maxDpth,
+	data, facts, ok := cf.inputs(ctx, st, "run", false)
+	if !ok {
+		return ExitInvalid
+	}
+	if facts, err = cf.runFacts(); err != nil {
+		fmt.Fprintf(st.Stderr, "manifold run: %v\n", err)
+		return ExitInvalid
+	}
+	rr.req = bus.RunRequest{Data: data, Facts: facts, Noop: noop, HealthCheckOnly: hcOnly, Pool: pool, MaxDepth: maxDpth,
 		TaskTimeoutMS: taskTO.Milliseconds(), EachWorker: eachWorker}
-	if code, ok := validateLocal(st, "run", rr.path, data); !ok {
-		return code
+	if rr.tree, ok = compileTree(st, "run", rr.path, data, facts); !ok {
+		return ExitInvalid
 	}
 	shutdown, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "manifold-cli", Endpoint: otlp})
 	if err != nil {
@@ -106,24 +114,6 @@ func runRun(ctx context.Context, st IO, args []string) int {
 		}
 	}()
 	return submitRemote(ctx, st, &conn, rr)
-}
-
-// validateLocal checks the manifest at path before anything is sent.
-func validateLocal(st IO, cmd, path string, data map[string]any) (int, bool) {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		fmt.Fprintf(st.Stderr, "manifold %s: %v\n", cmd, err)
-		return ExitInvalid, false
-	}
-	m, err := schemas.Parse(path, src)
-	if err == nil {
-		_, err = coordinator.Prepare(m, data)
-	}
-	if err != nil {
-		printValidation(st.Stderr, err)
-		return ExitInvalid, false
-	}
-	return 0, true
 }
 
 // submitRemote uploads the manifest's bundle, submits the run through the
@@ -143,7 +133,7 @@ func submitRemote(ctx context.Context, st IO, conn *connFlags, rr remoteRun) int
 	ctx, span := otel.Tracer("github.com/manifold-run/manifold/cli").Start(ctx, "manifold run "+rr.path,
 		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attribute.String("manifold.run_id", req.RunID)))
 	defer span.End()
-	if err := uploadBundle(ctx, b, &req, rr.path, false); err != nil {
+	if err := uploadBundle(ctx, b, &req, rr.path, rr.tree, false); err != nil {
 		fmt.Fprintf(st.Stderr, "manifold run: %v\n", err)
 		return ExitInvalid // as apply: mostly a file the manifest references is missing
 	}

@@ -120,14 +120,15 @@ func runCoordinator(ctx context.Context, st IO, args []string) int {
 	sf.register(fs)
 	fs.StringVar(&cfg.Name, "name", "", "coordinator name in run records and logs (default: host-pid)")
 	fs.IntVar(&cfg.MaxDepth, "max-depth", coordinator.DefaultMaxDepth, "maximum nesting of apply resources unless a run request sets its own")
+	fs.IntVar(&cfg.MaxTreeRuns, "max-tree-runs", coordinator.DefaultMaxTreeRuns, "maximum child runs one run tree starts, all depths together")
 	fs.DurationVar(&cfg.TaskTimeout, "task-timeout", coordinator.DefaultTaskTimeout, "timeout of a task whose resource and request set none (queue wait plus execution)")
 	fs.DurationVar(&cfg.Lease, "lease", coordinator.DefaultLease, "how long this coordinator's claim on a run lasts without renewal; when it lapses a standby coordinator resumes the run")
 	fs.IntVar(&replicas, "replicas", 1, "replicas of manifold's streams and buckets (3 in a 3-node cluster)")
 	if code, ok := parseNone(fs, st, "coordinator", args); !ok {
 		return code
 	}
-	if cfg.MaxDepth < 0 || cfg.TaskTimeout < 0 || replicas < 1 {
-		fmt.Fprintln(st.Stderr, "manifold coordinator: --max-depth and --task-timeout must not be negative, --replicas at least 1")
+	if cfg.MaxDepth < 0 || cfg.TaskTimeout < 0 || replicas < 1 || cfg.MaxTreeRuns < 1 {
+		fmt.Fprintln(st.Stderr, "manifold coordinator: --max-depth and --task-timeout must not be negative, --replicas and --max-tree-runs at least 1")
 		return ExitInvalid
 	}
 	sf.instance = cfg.Name
@@ -177,6 +178,7 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 		pools        listFlag
 		drainTimeout time.Duration
 		ackWait      time.Duration
+		cf           compileFlags
 	)
 	fs := newFlags("worker", "[--server URL] [--name ID] [--pool NAME ...] [--concurrency N] [flags]", workerAbout, st, args)
 	sf.register(fs)
@@ -185,6 +187,8 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 	fs.IntVar(&cfg.Concurrency, "concurrency", runtime.NumCPU(), "tasks executed at once")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "where extracted bundles are kept (default: the user's cache directory, ~/.cache/manifold)")
 	fs.DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task may go without an ack or progress signal before it is redelivered to another worker (running tasks signal progress every third of it); shared by the pool's workers, the last started sets it")
+	fs.Var(&cf.facts, "fact", "a fact, key=value, repeatable: dotted keys nest, values are YAML scalars; wins over gathered facts")
+	fs.StringVar(&cf.factsDir, "facts-dir", DefaultFactsDir, "directory of custom facts: facts.json, facts.yaml, facts.d/*.json|yaml")
 	fs.DurationVar(&drainTimeout, "drain-timeout", 0, "on shutdown, cancel tasks still running after this long (0: wait for them)")
 	if code, ok := parseNone(fs, st, "worker", args); !ok {
 		return code
@@ -204,9 +208,12 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 		log.Error("cannot attach to the bus", "error", err)
 		return ExitUnavailable
 	}
-	host, _ := os.Hostname()
 	cfg.Bus, cfg.Registry, cfg.Logger, cfg.Version = b, workerRegistry(b), log, Version
-	cfg.Facts = map[string]any{"hostname": host, "os": runtime.GOOS, "arch": runtime.GOARCH, "cpus": runtime.NumCPU()}
+	// Gathered once at start: templates and `manifold workers` see them.
+	if cfg.Facts, err = cf.gatherFacts(ctx, true); err != nil {
+		log.Error("cannot gather facts", "error", err)
+		return ExitInvalid
+	}
 	w, err := worker.New(cfg)
 	if err != nil {
 		log.Error("bad configuration", "error", err)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 
-	"github.com/manifold-run/manifold/coordinator"
 	"github.com/manifold-run/manifold/schemas"
 )
 
@@ -15,10 +13,10 @@ const validateAbout = `Checks a manifest (YAML, JSON or CUE) against manifold's 
 references and its templated names, without running anything. Each problem
 is printed as file:line:col: path: message. Exit 0 when valid, 2 when not.`
 
-func runValidate(_ context.Context, st IO, args []string) int {
-	data := dataFlags{}
+func runValidate(ctx context.Context, st IO, args []string) int {
+	var cf compileFlags
 	fs := newFlags("validate", "[flags] MANIFEST", validateAbout, st, args)
-	fs.Var(data, "data", "data override used to render templated names: key=value, repeatable")
+	cf.register(fs, "data override used to render templated names: key=value, repeatable")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return flagExit(err)
@@ -27,10 +25,9 @@ func runValidate(_ context.Context, st IO, args []string) int {
 		fmt.Fprintln(st.Stderr, "manifold validate: want exactly one MANIFEST argument")
 		return ExitInvalid
 	}
-	m, err := loadPrepared(pos[0], data)
-	if err != nil {
-		printValidation(st.Stderr, err)
-		return ExitInvalid
+	m, code, ok := loadPrepared(ctx, st, "validate", pos[0], &cf)
+	if !ok {
+		return code
 	}
 	noun := "resources"
 	if len(m.Resources) == 1 {
@@ -40,29 +37,28 @@ func runValidate(_ context.Context, st IO, args []string) int {
 	return ExitOK
 }
 
-func loadPrepared(path string, data map[string]any) (*schemas.Manifest, error) {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
+// loadPrepared compiles the manifest at path and the manifests it
+// applies with this host's facts, printing every problem.
+func loadPrepared(ctx context.Context, st IO, cmd, path string, cf *compileFlags) (*schemas.Manifest, int, bool) {
+	data, facts, ok := cf.inputs(ctx, st, cmd, true)
+	if !ok {
+		return nil, ExitInvalid, false
 	}
-	m, err := schemas.Parse(path, src)
-	if err != nil {
-		return nil, err
+	t, ok := compileTree(st, cmd, path, data, facts)
+	if !ok {
+		return nil, ExitInvalid, false
 	}
-	if _, err := coordinator.Prepare(m, data); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return t.Plan.Manifest, ExitOK, true
 }
 
 const renderAbout = `Prints a manifest in the normalised flat form as JSON: CCM block shapes
 and defaults expanded, names rendered from data. Useful to see what
 manifold will run.`
 
-func runRender(_ context.Context, st IO, args []string) int {
-	data := dataFlags{}
+func runRender(ctx context.Context, st IO, args []string) int {
+	var cf compileFlags
 	fs := newFlags("render", "[flags] MANIFEST", renderAbout, st, args)
-	fs.Var(data, "data", "data override: key=value, repeatable")
+	cf.register(fs, "data override: key=value, repeatable")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return flagExit(err)
@@ -71,10 +67,9 @@ func runRender(_ context.Context, st IO, args []string) int {
 		fmt.Fprintln(st.Stderr, "manifold render: want exactly one MANIFEST argument")
 		return ExitInvalid
 	}
-	m, err := loadPrepared(pos[0], data)
-	if err != nil {
-		printValidation(st.Stderr, err)
-		return ExitInvalid
+	m, code, ok := loadPrepared(ctx, st, "render", pos[0], &cf)
+	if !ok {
+		return code
 	}
 	enc := json.NewEncoder(st.Stdout)
 	enc.SetIndent("", "  ")

@@ -12,14 +12,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/ids"
 )
 
 // Type is the resource type name, as written in manifests.
@@ -344,39 +343,16 @@ var httpClient = &http.Client{Transport: &http.Transport{
 func (a *Archive) ids() (uid, gid int, err error) {
 	uid, gid = -1, -1
 	if a.props.Owner != "" {
-		if uid, err = lookup(a.props.Owner, func(n string) (string, error) {
-			u, err := user.Lookup(n)
-			if err != nil {
-				return "", err
-			}
-			return u.Uid, nil
-		}); err != nil {
-			return 0, 0, fmt.Errorf("owner %q: %w", a.props.Owner, err)
+		if uid, err = ids.UID(a.props.Owner); err != nil {
+			return 0, 0, err
 		}
 	}
 	if a.props.Group != "" {
-		if gid, err = lookup(a.props.Group, func(n string) (string, error) {
-			g, err := user.LookupGroup(n)
-			if err != nil {
-				return "", err
-			}
-			return g.Gid, nil
-		}); err != nil {
-			return 0, 0, fmt.Errorf("group %q: %w", a.props.Group, err)
+		if gid, err = ids.GID(a.props.Group); err != nil {
+			return 0, 0, err
 		}
 	}
 	return uid, gid, nil
-}
-
-func lookup(s string, byName func(string) (string, error)) (int, error) {
-	if id, err := strconv.ParseUint(s, 10, 32); err == nil {
-		return int(id), nil
-	}
-	idStr, err := byName(s)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(idStr)
 }
 
 func idsDiffer(fi fs.FileInfo, uid, gid int) bool {

@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/manifold-run/manifold/resources/ids"
 )
 
 // meta is the mode and ownership a document file should have; modeSet
@@ -38,39 +39,16 @@ func (p *Properties) wantMeta() (meta, error) {
 		return meta{}, err
 	}
 	if p.Owner != "" {
-		if m.uid, err = lookupID(p.Owner, "owner", func(n string) (string, error) {
-			u, err := user.Lookup(n)
-			if err != nil {
-				return "", err
-			}
-			return u.Uid, nil
-		}); err != nil {
+		if m.uid, err = ids.UID(p.Owner); err != nil {
 			return meta{}, err
 		}
 	}
 	if p.Group != "" {
-		if m.gid, err = lookupID(p.Group, "group", func(n string) (string, error) {
-			g, err := user.LookupGroup(n)
-			if err != nil {
-				return "", err
-			}
-			return g.Gid, nil
-		}); err != nil {
+		if m.gid, err = ids.GID(p.Group); err != nil {
 			return meta{}, err
 		}
 	}
 	return m, nil
-}
-
-func lookupID(s, what string, byName func(string) (string, error)) (int, error) {
-	if id, err := strconv.Atoi(s); err == nil && id >= 0 {
-		return id, nil
-	}
-	idStr, err := byName(s)
-	if err != nil {
-		return 0, fmt.Errorf("%s %q: %w", what, s, err)
-	}
-	return strconv.Atoi(idStr)
 }
 
 func metaOf(fi fs.FileInfo) meta {

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/manifold-run/manifold/resources/ids"
 )
 
 // permBits are the mode bits the mode property manages.
@@ -32,47 +32,16 @@ func (f *File) wantMeta() (meta, error) {
 		return meta{}, err
 	}
 	if f.Owner != "" {
-		if m.uid, err = lookupID(string(f.Owner), "owner", func(n string) (string, error) {
-			u, err := user.Lookup(n)
-			if err != nil {
-				return "", err
-			}
-			return u.Uid, nil
-		}); err != nil {
+		if m.uid, err = ids.UID(string(f.Owner)); err != nil {
 			return meta{}, err
 		}
 	}
 	if f.Group != "" {
-		if m.gid, err = lookupID(string(f.Group), "group", func(n string) (string, error) {
-			g, err := user.LookupGroup(n)
-			if err != nil {
-				return "", err
-			}
-			return g.Gid, nil
-		}); err != nil {
+		if m.gid, err = ids.GID(string(f.Group)); err != nil {
 			return meta{}, err
 		}
 	}
 	return m, nil
-}
-
-// lookupID turns a numeric id or a name into an id.
-func lookupID(s, what string, byName func(string) (string, error)) (int, error) {
-	if id, err := strconv.Atoi(s); err == nil {
-		if id < 0 {
-			return 0, fmt.Errorf("%s %q: negative id", what, s)
-		}
-		return id, nil
-	}
-	idStr, err := byName(s)
-	if err != nil {
-		return 0, fmt.Errorf("%s %q: %w", what, s, err)
-	}
-	id, err := strconv.Atoi(idStr)
-	if err != nil {
-		return 0, fmt.Errorf("%s %q: non-numeric id %q", what, s, idStr)
-	}
-	return id, nil
 }
 
 func metaOf(fi fs.FileInfo) meta {

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/manifold-run/manifold/internal/compile"
+	"github.com/manifold-run/manifold/internal/facts"
+	"github.com/manifold-run/manifold/internal/hiera"
+	"github.com/manifold-run/manifold/schemas"
+)
+
+// MaxDataFileBytes bounds one --data-file: 4 MiB.
+const MaxDataFileBytes = 4 << 20
+
+// DefaultFactsDir is where custom facts are read from unless --facts-dir
+// says otherwise: facts.json, facts.yaml and facts.d/*.
+const DefaultFactsDir = "/etc/manifold"
+
+// compileFlags are the flags that feed the compile path: the run's data
+// (--data, --data-file, alias --hiera) and the facts the hierarchy is
+// resolved over (--fact, --facts-dir).
+type compileFlags struct {
+	data      dataFlags
+	dataFiles stringList
+	facts     stringList
+	factsDir  string
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return fmt.Sprint([]string(*l)) }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
+func (c *compileFlags) register(fs *flag.FlagSet, dataUsage string) {
+	c.data = dataFlags{}
+	fs.Var(c.data, "data", dataUsage)
+	fs.Var(&c.dataFiles, "data-file", "run data from a YAML or JSON file (a map), repeatable; merged before --data, both over the manifest's data")
+	fs.Var(&c.dataFiles, "hiera", "alias of --data-file")
+	fs.Var(&c.facts, "fact", "a fact, key=value, repeatable: dotted keys nest, values are YAML scalars; wins over gathered facts")
+	fs.StringVar(&c.factsDir, "facts-dir", DefaultFactsDir, "directory of custom facts: facts.json, facts.yaml, facts.d/*.json|yaml")
+}
+
+// runData is the run's data: each --data-file in order, then --data, each
+// merged over the previous (maps key by key, anything else replaced).
+func (c *compileFlags) runData() (map[string]any, error) {
+	var out map[string]any
+	for _, f := range c.dataFiles {
+		m, err := readDataFile(f)
+		if err != nil {
+			return nil, err
+		}
+		out = compile.MergeData(out, m)
+	}
+	if len(c.dataFiles) == 0 {
+		return c.data, nil
+	}
+	return compile.MergeData(out, c.data), nil
+}
+
+// readDataFile reads one --data-file: a YAML (or JSON) map, at most
+// MaxDataFileBytes.
+func readDataFile(name string) (map[string]any, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("--data-file: %w", err)
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, MaxDataFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("--data-file %s: %w", name, err)
+	}
+	if len(src) > MaxDataFileBytes {
+		return nil, fmt.Errorf("--data-file %s: larger than the limit of %d bytes (%d MiB)", name, MaxDataFileBytes, MaxDataFileBytes>>20)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(src, &m); err != nil {
+		return nil, fmt.Errorf("--data-file %s: want a YAML or JSON map: %w", name, err)
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	return m, nil
+}
+
+// gatherFacts returns this host's facts: system facts when system is set,
+// custom facts from --facts-dir, then --fact, which always win.
+func (c *compileFlags) gatherFacts(ctx context.Context, system bool) (map[string]any, error) {
+	return facts.Gather(ctx, facts.Opts{Dir: c.factsDir, Overrides: c.facts, NoSystem: !system})
+}
+
+// runFacts are the facts a run request carries for a remote run: only
+// --fact (the coordinator resolves the hierarchy with them; the host that
+// runs a task is not known yet). Nil without --fact.
+func (c *compileFlags) runFacts() (map[string]any, error) {
+	if len(c.facts) == 0 {
+		return nil, nil
+	}
+	f, err := hiera.ParseAssignments(c.facts)
+	if err != nil {
+		return nil, fmt.Errorf("--fact: %w", err)
+	}
+	return f, nil
+}
+
+// inputs returns the run's data and the facts for compiling, printing a
+// bad flag value as a usage error.
+func (c *compileFlags) inputs(ctx context.Context, st IO, cmd string, system bool) (map[string]any, map[string]any, bool) {
+	data, err := c.runData()
+	if err == nil {
+		var f map[string]any
+		if f, err = c.gatherFacts(ctx, system); err == nil {
+			return data, f, true
+		}
+	}
+	fmt.Fprintf(st.Stderr, "manifold %s: %v\n", cmd, err)
+	return nil, nil, false
+}
+
+// compileTree compiles the manifest at path and the manifests it applies
+// (compile.Build), printing every problem; false means exit 2.
+func compileTree(st IO, cmd, path string, data, facts map[string]any) (*compile.Tree, bool) {
+	t, err := compile.Build(path, compile.Opts{Run: data, Facts: facts})
+	if err != nil {
+		var errs schemas.Errors
+		if errors.As(err, &errs) {
+			printValidation(st.Stderr, err)
+		} else {
+			fmt.Fprintf(st.Stderr, "manifold %s: %v\n", cmd, err)
+		}
+		return nil, false
+	}
+	return t, true
+}

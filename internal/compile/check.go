@@ -1,0 +1,164 @@
+package compile
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/builtin"
+	"github.com/manifold-run/manifold/resources/template"
+	"github.com/manifold-run/manifold/schemas"
+)
+
+// registry validates properties before anything runs; nothing it builds
+// is executed here. workerTypes are its types.
+var (
+	registry    = builtin.Registry()
+	workerTypes = registry.Types()
+)
+
+// checkSyntax checks every template of every resource (names, references,
+// ensure, provider, control, health checks, properties) without
+// evaluating it: syntax and function names need no data or facts.
+func checkSyntax(m *schemas.Manifest) schemas.Errors {
+	var errs schemas.Errors
+	for i := range m.Resources {
+		r := &m.Resources[i]
+		add := func(field string, err error) {
+			if err == nil {
+				return
+			}
+			var pe *template.PathError
+			if errors.As(err, &pe) {
+				field, err = field+"."+pe.Path, pe.Err
+			}
+			errs = append(errs, &schemas.Error{Pos: r.Pos, Path: r.Path + "." + field, Message: err.Error()})
+		}
+		add("name", template.Check(r.Name))
+		add("alias", template.Check(r.Alias))
+		add("ensure", template.Check(r.Ensure))
+		add("provider", template.Check(r.Provider))
+		for j, ref := range r.Require {
+			add("require["+strconv.Itoa(j)+"]", template.Check(ref))
+		}
+		for j, ref := range r.Subscribe {
+			add("subscribe["+strconv.Itoa(j)+"]", template.Check(ref))
+		}
+		if c := r.Control; c != nil {
+			add("control.if", template.Check(guard(c.If)))
+			add("control.unless", template.Check(guard(c.Unless)))
+		}
+		for j, hc := range r.HealthChecks {
+			add("health_checks["+strconv.Itoa(j)+"]", template.CheckValue(hc))
+		}
+		for _, k := range sortedKeys(r.Properties) {
+			add(k, template.CheckValue(r.Properties[k]))
+		}
+	}
+	return errs
+}
+
+// guard is a control expression as the worker evaluates it: a bare
+// expression is wrapped in template braces.
+func guard(expr string) string {
+	if expr == "" || template.HasTemplate(expr) {
+		return expr
+	}
+	return "{{ " + expr + " }}"
+}
+
+// checkProperties validates each resource's properties as they will be
+// decoded when it runs: a worker type's with its Validate (through the
+// registry), an apply's as ApplyProps. Templates are rendered from scope
+// first; a property whose template needs what only the worker has (its
+// facts, environment or files) is checked there instead, but a missing
+// data key is an error here already.
+func checkProperties(m *schemas.Manifest, scope template.Scope) schemas.Errors {
+	var errs schemas.Errors
+	add := func(r schemas.Resource, err error) {
+		errs = append(errs, &schemas.Error{Pos: r.Pos, Path: r.Path, Message: err.Error()})
+	}
+	for _, r := range m.Resources {
+		switch {
+		case r.Type == "apply":
+			rendered, err := template.RenderValue(r.Properties, scope)
+			if err != nil {
+				if !needsWorker(err) {
+					add(r, fmt.Errorf("%s: %w", r.Ref(), err))
+				}
+				continue
+			}
+			var p ApplyProps
+			if m, ok := rendered.(map[string]any); ok {
+				if err := resources.DecodeProperties(m, &p); err != nil {
+					add(r, fmt.Errorf("%s: %w", r.Ref(), err))
+				}
+			}
+		case slices.Contains(workerTypes, r.Type):
+			spec, err := resources.RenderSpec(r, scope)
+			if err != nil {
+				if !needsWorker(err) {
+					add(r, err)
+				}
+				continue
+			}
+			if _, err := registry.New(spec); err != nil {
+				add(r, err)
+			}
+		}
+	}
+	return errs
+}
+
+// needsWorker reports whether a rendering error may not happen where the
+// resource runs: anything but a missing data key (data is the same
+// everywhere; facts, environment and files are the worker's).
+func needsWorker(err error) bool {
+	var missing *template.MissingKeyError
+	if errors.As(err, &missing) {
+		return !strings.HasPrefix(strings.ToLower(missing.Path), "data.")
+	}
+	var syntax *template.SyntaxError
+	return !errors.As(err, &syntax)
+}
+
+// ApplyProps are the properties of an apply resource beyond the common
+// ones, decoded as the coordinator uses them.
+type ApplyProps struct {
+	// Noop puts the child run in noop mode (it never weakens the parent's).
+	Noop bool `json:"noop"`
+	// HealthCheckOnly puts the child run in health-check mode.
+	HealthCheckOnly bool `json:"health_check_only"`
+	// AllowApply false forbids apply resources in the child manifest; nil
+	// is the default, true.
+	AllowApply *bool `json:"allow_apply"`
+	// Data is merged over the child manifest's data.
+	Data map[string]any `json:"data"`
+}
+
+// DecodeApply renders an apply resource's properties over scope and
+// decodes them: a property of the wrong type (noop: "yes") is an error
+// naming it.
+func DecodeApply(props map[string]any, scope template.Scope) (ApplyProps, error) {
+	var p ApplyProps
+	rendered, err := template.RenderValue(props, scope)
+	if err != nil {
+		return p, err
+	}
+	if m, ok := rendered.(map[string]any); ok {
+		err = resources.DecodeProperties(m, &p)
+	}
+	return p, err
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

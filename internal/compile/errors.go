@@ -1,0 +1,7 @@
+package compile
+
+import "errors"
+
+// ErrFactInName is wrapped by the error of a name, alias or reference that
+// looks up a fact: they are rendered before the run, from data only.
+var ErrFactInName = errors.New("compile: names, aliases and references are rendered from data, before the run: facts are not available there")

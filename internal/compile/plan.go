@@ -1,0 +1,169 @@
+package compile
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/manifold-run/manifold/resources/template"
+	"github.com/manifold-run/manifold/schemas"
+)
+
+// Plan is a manifest ready to run: data resolved, names, aliases and
+// references rendered and checked, and the dependency graph built.
+type Plan struct {
+	Manifest *schemas.Manifest
+	// Data is the run's resolved data: the manifest's data, the hierarchy's
+	// overrides, the apply resource's data and the run's data, in that
+	// order.
+	Data map[string]any
+	// Requires[i] are the resources i requires (skip i when one fails).
+	Requires [][]int
+	// Subscribes[i] are the resources i subscribes to (refresh i when one
+	// changed; skip i when one fails).
+	Subscribes [][]int
+	// External[i] are references of resource i to resources of ancestor
+	// manifests (already finished); ExternalSubscribes[i] the subscribed
+	// ones among them.
+	External           map[int][]string
+	ExternalSubscribes map[int][]string
+	// After[i] is the resource i waits for by declaration order, -1 for
+	// none (ordering: graph, or the first resource). It does not propagate
+	// failure.
+	After []int
+}
+
+// Opts are the inputs of a compilation beyond the manifest.
+type Opts struct {
+	// ApplyData is the data property of the apply resource that started
+	// this (child) manifest, already rendered: merged over the manifest's
+	// data and hierarchy.
+	ApplyData map[string]any
+	// Run is the run's data (--data, --data-file): merged last, it always
+	// wins.
+	Run map[string]any
+	// Facts are the facts of the host the data is resolved for: hierarchy
+	// entries and the templates in data and overrides are rendered over
+	// them. Nil is a host with no facts: entries that need one are
+	// skipped, and a data value that looks one up is an error.
+	Facts map[string]any
+	// Source is the manifest's text. When it is YAML, the annotations of
+	// its data keys (# @require, # @validate) are checked against the
+	// resolved data.
+	Source []byte
+	// Dir is the manifest's directory on this host, the base of file(),
+	// template() and jet() while properties are checked. Empty leaves
+	// properties that read files to be checked where they run.
+	Dir string
+	// External accepts references to resources outside the manifest (its
+	// ancestors' resources in the same session). Nil accepts none.
+	External func(ref string) bool
+}
+
+// Source parses the manifest src (named name) and compiles it.
+func Source(name string, src []byte, o Opts) (*Plan, error) {
+	m, err := schemas.ParseUnchecked(name, src)
+	if err != nil {
+		return nil, err
+	}
+	o.Source = src
+	return Compile(m, o)
+}
+
+// Compile resolves a parsed manifest's data, renders its names, aliases
+// and references, checks templates, references and properties and builds
+// the graph. The manifest is modified in place (names rendered). Errors
+// are schemas.Errors.
+func Compile(m *schemas.Manifest, o Opts) (*Plan, error) {
+	if errs := checkSyntax(m); len(errs) > 0 {
+		return nil, errs
+	}
+	data, err := Data(m, o)
+	if err != nil {
+		return nil, err
+	}
+	if errs := renderNames(m, data); len(errs) > 0 {
+		return nil, errs
+	}
+	if err := schemas.CheckReferencesWith(m, o.External); err != nil {
+		return nil, err
+	}
+	scope := template.Scope{Data: data, Facts: o.Facts, Dir: o.Dir}
+	if errs := checkProperties(m, scope); len(errs) > 0 {
+		return nil, errs
+	}
+	return graph(m, data), nil
+}
+
+// renderNames renders the names, aliases and references of m's resources
+// from data (not facts: they are host-independent).
+func renderNames(m *schemas.Manifest, data map[string]any) schemas.Errors {
+	scope := template.Scope{Data: data}
+	var errs schemas.Errors
+	render := func(r *schemas.Resource, field string, s *string) {
+		if !template.HasTemplate(*s) {
+			return
+		}
+		v, err := template.Render(*s, scope)
+		if err != nil {
+			e := &schemas.Error{Pos: r.Pos, Path: r.Ref() + "." + field, Message: err.Error()}
+			var missing *template.MissingKeyError
+			if errors.As(err, &missing) && !strings.HasPrefix(strings.ToLower(missing.Path), "data.") {
+				e.Message, e.Err = fmt.Sprintf("%v: %v", ErrFactInName, err), ErrFactInName
+			}
+			errs = append(errs, e)
+			return
+		}
+		*s = fmt.Sprint(v)
+	}
+	for i := range m.Resources {
+		r := &m.Resources[i]
+		render(r, "name", &r.Name)
+		render(r, "alias", &r.Alias)
+		for j := range r.Require {
+			render(r, fmt.Sprintf("require[%d]", j), &r.Require[j])
+		}
+		for j := range r.Subscribe {
+			render(r, fmt.Sprintf("subscribe[%d]", j), &r.Subscribe[j])
+		}
+	}
+	return errs
+}
+
+// graph builds the plan's edges. References were checked: one that names
+// no resource of m is an ancestor's.
+func graph(m *schemas.Manifest, data map[string]any) *Plan {
+	n := len(m.Resources)
+	p := &Plan{
+		Manifest:   m,
+		Data:       data,
+		Requires:   make([][]int, n),
+		Subscribes: make([][]int, n),
+		After:      make([]int, n),
+		External:   map[int][]string{},
+
+		ExternalSubscribes: map[int][]string{},
+	}
+	for i, r := range m.Resources {
+		p.After[i] = -1
+		if m.Ordering != schemas.OrderingGraph && i > 0 {
+			p.After[i] = i - 1
+		}
+		for _, ref := range r.Require {
+			if j, ok := m.Lookup(ref); ok {
+				p.Requires[i] = append(p.Requires[i], j)
+			} else {
+				p.External[i] = append(p.External[i], ref)
+			}
+		}
+		for _, ref := range r.Subscribe {
+			if j, ok := m.Lookup(ref); ok {
+				p.Subscribes[i] = append(p.Subscribes[i], j)
+			} else {
+				p.External[i] = append(p.External[i], ref)
+				p.ExternalSubscribes[i] = append(p.ExternalSubscribes[i], ref)
+			}
+		}
+	}
+	return p
+}

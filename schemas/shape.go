@@ -1,0 +1,153 @@
+package schemas
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+)
+
+// Validating a resource against its type's definition (CUE unification)
+// costs far more than anything else a parse does. Most resources of a
+// manifest share their shape: the same type, the same properties, and the
+// same values for every property the schema constrains; they differ only in
+// properties any value of their kind satisfies (a name, a content). The
+// loader validates the first resource of each shape with CUE and derives the
+// others from it, which gives the same result because the definitions have
+// no constraint between fields (no comprehension or reference across
+// properties): a field's validity depends on its own value only.
+
+// shapeCache turns the derivation off (tests compare both ways).
+var shapeCache = true
+
+// shape is the first resource of a shape as validated and decoded.
+type shape struct {
+	r Resource
+}
+
+// shapeKey describes a resource before validation: its type, each field's
+// label and, for a field the definition constrains, its value; the values
+// of unconstrained fields are returned apart. ok is false for resources
+// with values that are not scalars (lists, structs), which are validated on
+// their own.
+func (p *loader) shapeKey(typ string, def, props cue.Value, extra []field) (key string, free map[string]any, ok bool) {
+	if !shapeCache {
+		return "", nil, false
+	}
+	fs := p.fields(props)
+	have := make(map[string]bool, len(fs)+len(extra))
+	for _, f := range fs {
+		have[f.label] = true
+	}
+	for _, f := range extra {
+		if !have[f.label] {
+			fs = append(fs, f)
+		}
+	}
+	slices.SortFunc(fs, func(a, b field) int { return strings.Compare(a.label, b.label) })
+	var b strings.Builder
+	b.WriteString(typ)
+	free = map[string]any{}
+	for _, f := range fs {
+		b.WriteByte('\x00')
+		b.WriteString(f.label)
+		var v any
+		var kind string
+		switch f.value.Kind() {
+		case cue.StringKind:
+			s, err := f.value.String()
+			if err != nil {
+				return "", nil, false
+			}
+			v, kind = s, "string"
+		case cue.IntKind:
+			i, err := f.value.Int64()
+			if err != nil || int64(int(i)) != i {
+				return "", nil, false
+			}
+			v, kind = int(i), "int"
+		case cue.BoolKind:
+			x, err := f.value.Bool()
+			if err != nil {
+				return "", nil, false
+			}
+			v, kind = x, "bool"
+		default:
+			return "", nil, false
+		}
+		if p.unconstrained(typ, def, f.label, kind) {
+			free[f.label] = v
+			b.WriteString("\x00*")
+			b.WriteString(kind)
+			continue
+		}
+		b.WriteString("\x00=")
+		b.WriteString(strconv.Quote(kind + ":" + toString(v)))
+	}
+	return b.String(), free, true
+}
+
+func toString(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case int:
+		return strconv.Itoa(v)
+	case bool:
+		return strconv.FormatBool(v)
+	}
+	return ""
+}
+
+// unconstrained reports whether every value of kind satisfies the field
+// label of def.
+func (p *loader) unconstrained(typ string, def cue.Value, label, kind string) bool {
+	k := typ + "\x00" + label + "\x00" + kind
+	if v, ok := p.free[k]; ok {
+		return v
+	}
+	free := false
+	if sub := lookupField(def, label); sub.Exists() && commonOrProperty(label) {
+		top := p.s.ctx.CompileString(kind)
+		free = sub.Subsume(top) == nil
+	}
+	if p.free == nil {
+		p.free = map[string]bool{}
+	}
+	p.free[k] = free
+	return free
+}
+
+// commonOrProperty excludes the fields whose values the loader interprets
+// beyond the schema (a timeout is parsed), which are always keyed by value.
+func commonOrProperty(label string) bool { return label != "timeout" && label != "type" }
+
+// fromShape derives a resource of a known shape: the shape's resource with
+// this one's unconstrained values.
+func (p *loader) fromShape(s *shape, free map[string]any, path string, pos Position) Resource {
+	r := s.r
+	r.Pos, r.Path = pos, path
+	r.Properties = maps.Clone(s.r.Properties)
+	for label, v := range free {
+		switch label {
+		case "name":
+			r.Name = v.(string)
+		case "alias":
+			r.Alias = v.(string)
+		case "ensure":
+			r.Ensure = v.(string)
+		case "provider":
+			r.Provider = v.(string)
+		case "target":
+			r.Target = v.(string)
+		default:
+			if r.Properties == nil {
+				r.Properties = map[string]any{}
+			}
+			r.Properties[label] = v
+		}
+	}
+	return r
+}
