@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/manifold-run/manifold/bus"
 )
 
 // newFlags returns a flag set whose usage goes to stdout when the user
@@ -91,12 +93,29 @@ var flagRanges = map[string]flagRange{
 	"limit":              {1, unbounded, "must be at least 1"},
 }
 
+// tokenFlags are the flags whose values (comma-separated for --pool) are
+// pool or worker names: subject tokens (bus.ValidToken), by flag name or
+// "command flag".
+var tokenFlags = map[string]bool{"pool": true, "worker name": true}
+
 // checkRanges checks the flags given on the command line against
 // flagRanges: a usage error names the first one out of range.
 func checkRanges(fs *flag.FlagSet) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
 		if err != nil {
+			return
+		}
+		if tokenFlags[f.Name] || tokenFlags[fs.Name()+" "+f.Name] {
+			for v := range strings.SplitSeq(f.Value.String(), ",") {
+				if v == "" {
+					continue
+				}
+				if terr := bus.ValidToken(v); terr != nil {
+					err = usageErrorf("--%s: %v", f.Name, terr)
+					return
+				}
+			}
 			return
 		}
 		r, ok := flagRanges[fs.Name()+" "+f.Name]
