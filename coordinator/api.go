@@ -141,6 +141,7 @@ func decodeRequest(req micro.Request, v any) *bus.APIError {
 func (a *api) checkManifest(ctx context.Context, rr bus.RunRequest) (int, error) {
 	name := cmp.Or(rr.ManifestName, "manifest.yaml")
 	src := []byte(rr.ManifestYAML)
+	var files func(string) ([]byte, error)
 	switch {
 	case rr.Bundle != "":
 		b, err := a.c.bundle(ctx, rr.Bundle)
@@ -148,6 +149,7 @@ func (a *api) checkManifest(ctx context.Context, rr bus.RunRequest) (int, error)
 			return 0, err
 		}
 		entry := cmp.Or(rr.Entry, "manifest.yaml")
+		files = bundleFiles(b, entry)
 		if src, err = b.Read(entry); err != nil {
 			return 0, fmt.Errorf("bundle %s: %w", rr.Bundle, err)
 		}
@@ -161,7 +163,7 @@ func (a *api) checkManifest(ctx context.Context, rr bus.RunRequest) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := PrepareWith(m, PrepareOpts{Overrides: rr.Data, Facts: rr.Facts, Source: src}); err != nil {
+	if _, err := PrepareWith(m, PrepareOpts{Overrides: rr.Data, Facts: rr.Facts, Source: src, Files: files}); err != nil {
 		return 0, err
 	}
 	return len(m.Resources), nil

@@ -1,6 +1,9 @@
 package coordinator
 
 import (
+	"path"
+
+	"github.com/manifold-run/manifold/internal/bundle"
 	"github.com/manifold-run/manifold/internal/compile"
 	"github.com/manifold-run/manifold/schemas"
 )
@@ -31,13 +34,17 @@ type PrepareOpts struct {
 	// External accepts references to resources outside the manifest (its
 	// ancestors' resources in the same session). Nil accepts none.
 	External func(ref string) bool
+	// Files reads the files of the manifest's directory from the run's
+	// bundle (a resources_jet_file, the files its templates read); nil
+	// for an inline manifest.
+	Files func(name string) ([]byte, error)
 }
 
 // PrepareWith is Prepare for child manifests: data in layers (manifest
 // and hierarchy, apply resource, run overrides) and references to
 // ancestors.
 func PrepareWith(m *schemas.Manifest, o PrepareOpts) (*Plan, error) {
-	return compile.Compile(m, compile.Opts{ApplyData: o.ApplyData, Run: o.Overrides, Facts: o.Facts, Source: o.Source, External: o.External})
+	return compile.Compile(m, compile.Opts{ApplyData: o.ApplyData, Run: o.Overrides, Facts: o.Facts, Source: o.Source, External: o.External, Files: o.Files})
 }
 
 // MergeData returns a deep copy of base with over merged into it: maps
@@ -45,4 +52,10 @@ func PrepareWith(m *schemas.Manifest, o PrepareOpts) (*Plan, error) {
 // (compile.MergeData).
 func MergeData(base, over map[string]any) map[string]any {
 	return compile.MergeData(base, over)
+}
+
+// bundleFiles reads the files of the directory of the bundle's manifest
+// entry, for the templates of that manifest.
+func bundleFiles(b *bundle.Bundle, entry string) func(string) ([]byte, error) {
+	return func(name string) ([]byte, error) { return b.Read(path.Join(path.Dir(entry), name)) }
 }

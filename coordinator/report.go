@@ -52,6 +52,10 @@ type Report struct {
 	Error       string     `json:"error,omitempty"`
 	StartedAt   *time.Time `json:"started_at,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	// PreMessage is the manifest's pre_message, rendered; PostMessage its
+	// post_message, only once the run succeeded (nothing failed).
+	PreMessage  string `json:"pre_message,omitempty"`
+	PostMessage string `json:"post_message,omitempty"`
 	// Page is set by runs.get when Resources holds part of the run's
 	// resources (asked for with offset/limit, or cut to fit one reply).
 	Page *ReportPage `json:"page,omitempty"`
@@ -234,6 +238,9 @@ func runReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {
 		}
 		// The header is written after the report: it has the last word.
 		rep.Status, rep.Error = rec.Status, rec.Error
+		if rep.Status != RunSucceeded {
+			rep.PostMessage = ""
+		}
 		return &rep, nil
 	}
 	if rec.Status == RunQueued || rec.Request.EachWorker && rec.FanOut == nil {
@@ -277,7 +284,9 @@ func liveReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {
 			m.apply(e.Outcome)
 		}
 	}
-	return reportOf(rec, p, m), nil
+	rep := reportOf(rec, p, m)
+	rep.PostMessage = "" // not finished
+	return rep, nil
 }
 
 // header renders the header alone as a report (no resources yet).
@@ -332,6 +341,10 @@ func reportOf(rec *record, p *Plan, m *machine) *Report {
 			rr.ChildRunID = childRunID(rec.RunID, i, t.attempt)
 		}
 		rep.Resources = append(rep.Resources, rr)
+	}
+	rep.PreMessage = p.PreMessage
+	if m.counts.Failed == 0 {
+		rep.PostMessage = p.PostMessage
 	}
 	return rep
 }

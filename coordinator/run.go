@@ -449,6 +449,7 @@ func (r *run) load(ctx context.Context) (*Plan, error) {
 func loadPlan(ctx context.Context, rec *record, open bundleOpener) (*Plan, error) {
 	req := rec.Request
 	var src []byte
+	var files func(string) ([]byte, error)
 	name := rec.Manifest
 	switch {
 	case req.Bundle != "":
@@ -457,6 +458,7 @@ func loadPlan(ctx context.Context, rec *record, open bundleOpener) (*Plan, error
 			return nil, err
 		}
 		entry := rec.entry()
+		files = bundleFiles(b, entry)
 		if src, err = b.Read(entry); err != nil {
 			return nil, fmt.Errorf("bundle %s: %w", req.Bundle, err)
 		}
@@ -486,7 +488,7 @@ func loadPlan(ctx context.Context, rec *record, open bundleOpener) (*Plan, error
 	return PrepareWith(m, PrepareOpts{ApplyData: rec.ApplyData, Overrides: req.Data, Facts: req.Facts, Source: src, External: func(ref string) bool {
 		_, ok := rec.Session[ref]
 		return ok
-	}})
+	}, Files: files})
 }
 
 // newRunMachine builds the state machine of a run from its header and plan.

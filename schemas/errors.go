@@ -24,6 +24,9 @@ var (
 	// ErrTooManyResources is wrapped by the error for a manifest with more
 	// than MaxResources resources.
 	ErrTooManyResources = errors.New("schemas: too many resources")
+	// ErrNoResources is wrapped by the error for a resources_jet_file
+	// that renders no resources.
+	ErrNoResources = errors.New("schemas: no resources")
 )
 
 // Error is one problem in a manifest: where it is, which field, what is wrong.

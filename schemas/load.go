@@ -102,6 +102,8 @@ type loader struct {
 	// which fields of a type accept every value of a kind.
 	shapes map[string]*shape
 	free   map[string]bool
+	// defaults are the manifest-level defaults per type, checked.
+	defaults map[string][]field
 }
 
 // document turns the source into a CUE value according to the format.
@@ -215,6 +217,12 @@ func (p *loader) manifest(doc cue.Value) *Manifest {
 				"fail_on_error is set both at the top level and in ccm; set it in one place")
 		}
 		m.FailOnError = (top.Fail != nil && *top.Fail) || (top.CCM.Fail != nil && *top.CCM.Fail)
+		p.manifestExtras(doc, v, m, filePos)
+	}
+	if m.ResourcesJetFile != "" && list.Exists() {
+		p.errs.addf(p.pos(labelPos(list), filePos), path,
+			"resources and resources_jet_file cannot be used together; list the resources in one place")
+		return m
 	}
 
 	if ccm := doc.LookupPath(cue.ParsePath("ccm.resources")); ccm.Exists() && path == "resources" && list.Exists() {

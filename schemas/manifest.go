@@ -56,6 +56,21 @@ type Manifest struct {
 	// Overrides are the `overrides:` sections, keyed by rendered hierarchy
 	// entries ("os:debian"), each merged over Data when its entry matches.
 	Overrides map[string]map[string]any `json:"overrides,omitempty"`
+	// ResourcesJetFile is CCM's `resources_jet_file`: a Jet template,
+	// relative to the manifest's directory, that renders the resources
+	// list over the resolved data and the facts. Resources is empty until
+	// the manifest is compiled (internal/compile expands it).
+	ResourcesJetFile string `json:"resources_jet_file,omitempty"`
+	// PreMessage is printed before the run; a template over data and
+	// facts.
+	PreMessage string `json:"pre_message,omitempty"`
+	// PostMessage is printed after the run when no resource failed; a
+	// template over data and facts.
+	PostMessage string `json:"post_message,omitempty"`
+	// Defaults are the manifest-level `defaults:` per resource type,
+	// already merged into Resources (kept for resources a jet file
+	// generates).
+	Defaults map[string]map[string]any `json:"defaults,omitempty"`
 }
 
 // Merge is how matching overrides combine with the data.

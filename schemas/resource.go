@@ -111,7 +111,7 @@ func (p *loader) flat(e, t cue.Value, path string, pos Position) (Resource, bool
 	if !ok {
 		return Resource{}, false
 	}
-	return p.resource(typ, def, e, path, pos, nil, nil)
+	return p.resource(typ, def, e, path, pos, p.defaults[typ], nil)
 }
 
 // block normalises the entries of a block-shape list: {NAME: {props}} items,
@@ -126,7 +126,7 @@ func (p *loader) block(typ string, def, list cue.Value, path string, pos Positio
 		return nil
 	}
 	var out []Resource
-	var defaults []field
+	defaults := p.defaults[typ]
 	for j := 0; it.Next(); j++ {
 		item, ip := it.Value(), fmt.Sprintf("%s[%d]", path, j)
 		ipos := p.pos(item.Pos(), pos)
@@ -142,12 +142,13 @@ func (p *loader) block(typ string, def, list cue.Value, path string, pos Positio
 			// keep their allowed fields for the resources that follow.
 			nameField := field{label: "name", value: p.s.ctx.Encode(defaultsName), pos: fs[0].pos}
 			_, used, _ := p.build(def, p.props(props, np, fs[0].pos), np, fs[0].pos, []field{nameField}, []string{"name"})
-			defaults = defaults[:0:0]
+			var block []field
 			for _, f := range used {
 				if f.label != "name" {
-					defaults = append(defaults, f)
+					block = append(block, f)
 				}
 			}
+			defaults = overlay(p.defaults[typ], block)
 			continue
 		}
 		nameField := field{label: "name", value: p.s.ctx.Encode(name), pos: fs[0].pos}

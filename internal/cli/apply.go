@@ -145,7 +145,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitInvalid
 	}
-	return submitAndFollow(ctx, st, eng.bus, req, followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL, cancelOnEnd: true})
+	return submitAndFollow(ctx, st, eng.bus, req, followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL, pre: tree.Plan.PreMessage, cancelOnEnd: true})
 }
 
 // submitAndFollow submits a run on the fire-and-forget subject and follows

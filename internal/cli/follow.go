@@ -20,6 +20,8 @@ type followOpts struct {
 	quiet bool
 	// jaegerURL links the trace in the summary (text).
 	jaegerURL string
+	// pre is the manifest's pre_message, printed first (text).
+	pre string
 	// cancelOnEnd cancels the run when ctx ends first (interrupted, timed
 	// out): the embedded engine that drives it is about to go.
 	cancelOnEnd bool
@@ -38,6 +40,7 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 	p := &progressPrinter{w: st.Stdout, quiet: o.quiet || o.output == "json", noop: o.noop, jaegerURL: o.jaegerURL,
 		live: isTerminal(st.Stdout, st.Getenv)}
 	rejected := false
+	printMessage(st, o.output, o.pre)
 	err := b.FollowEvents(ctx, runID, func(ev bus.Event) bool {
 		if ev.Kind == bus.EventRunRejected && ev.RunID == runID {
 			rejected = true
@@ -85,6 +88,7 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 		_ = enc.Encode(rep)
 	} else {
 		p.summary(rep)
+		printMessage(st, o.output, rep.PostMessage)
 	}
 	switch {
 	case rejected:

@@ -151,5 +151,9 @@ func submitRemote(ctx context.Context, st IO, conn *connFlags, rr remoteRun) int
 	if rr.follow && rr.output != "json" {
 		fmt.Fprintf(st.Stdout, "run %s submitted\n", reply.RunID)
 	}
-	return followRun(ctx, st, b, reply.RunID, followOpts{noop: req.Noop, output: rr.output, quiet: !rr.follow, jaegerURL: rr.jaegerURL})
+	fo := followOpts{noop: req.Noop, output: rr.output, quiet: !rr.follow, jaegerURL: rr.jaegerURL}
+	if rr.follow {
+		fo.pre = rr.tree.Plan.PreMessage
+	}
+	return followRun(ctx, st, b, reply.RunID, fo)
 }

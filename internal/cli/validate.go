@@ -78,10 +78,24 @@ func runRender(ctx context.Context, st IO, args []string) int {
 }
 
 func runSchema(_ context.Context, st IO, args []string) int {
-	fs := newFlags("schema", "[TYPE]", "Prints the CUE schemas manifests are validated against.", st, args)
+	fs := newFlags("schema", "[TYPE]", "Prints the CUE schemas manifests are validated against, or (--json-schema) a JSON Schema of manifests for editors.", st, args)
+	jsonSchema := fs.Bool("json-schema", false, "print a JSON Schema (draft 2020-12) of manifests, for editors such as the YAML language server")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return flagExit(err)
+	}
+	if *jsonSchema {
+		if len(pos) > 0 {
+			fmt.Fprintln(st.Stderr, "manifold schema: --json-schema takes no TYPE: it describes whole manifests")
+			return ExitInvalid
+		}
+		b, err := schemas.JSONSchema()
+		if err != nil {
+			fmt.Fprintf(st.Stderr, "manifold schema: %v\n", err)
+			return ExitUnavailable
+		}
+		fmt.Fprintln(st.Stdout, string(b))
+		return ExitOK
 	}
 	files := schemas.Files()
 	names := make([]string, 0, len(files))

@@ -5,3 +5,7 @@ import "errors"
 // ErrFactInName is wrapped by the error of a name, alias or reference that
 // looks up a fact: they are rendered before the run, from data only.
 var ErrFactInName = errors.New("compile: names, aliases and references are rendered from data, before the run: facts are not available there")
+
+// ErrNoManifestDir is wrapped by the error of a resources_jet_file when
+// the manifest has no directory to read it from (an inline manifest).
+var ErrNoManifestDir = errors.New("compile: no manifest directory")

@@ -31,6 +31,10 @@ type Plan struct {
 	// none (ordering: graph, or the first resource). It does not propagate
 	// failure.
 	After []int
+	// PreMessage and PostMessage are the manifest's pre_message and
+	// post_message, rendered over data and facts: printed before the run
+	// and, when no resource failed, after it.
+	PreMessage, PostMessage string
 }
 
 // Opts are the inputs of a compilation beyond the manifest.
@@ -58,6 +62,19 @@ type Opts struct {
 	// External accepts references to resources outside the manifest (its
 	// ancestors' resources in the same session). Nil accepts none.
 	External func(ref string) bool
+	// Files, when set, reads the files of the manifest's directory (paths
+	// relative to it) instead of Dir: the coordinator reads them from the
+	// run's bundle.
+	Files func(name string) ([]byte, error)
+	// OnRead, when set, is told of every file a template read while
+	// compiling (the bundle builder collects them).
+	OnRead func(name string, content []byte) error
+}
+
+// scope is the template scope of a compilation: data, facts and the
+// manifest's files.
+func (o Opts) scope(data map[string]any) template.Scope {
+	return template.Scope{Data: data, Facts: o.Facts, Dir: o.Dir, Files: o.Files, OnRead: o.OnRead}
 }
 
 // Source parses the manifest src (named name) and compiles it.
@@ -82,17 +99,30 @@ func Compile(m *schemas.Manifest, o Opts) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.ResourcesJetFile != "" {
+		if err := expandJetFile(m, o.scope(data)); err != nil {
+			return nil, err
+		}
+		if errs := checkSyntax(m); len(errs) > 0 {
+			return nil, errs
+		}
+	}
+	pre, post, err := messages(m, o.scope(data))
+	if err != nil {
+		return nil, err
+	}
 	if errs := renderNames(m, data); len(errs) > 0 {
 		return nil, errs
 	}
 	if err := schemas.CheckReferencesWith(m, o.External); err != nil {
 		return nil, err
 	}
-	scope := template.Scope{Data: data, Facts: o.Facts, Dir: o.Dir}
-	if errs := checkProperties(m, scope); len(errs) > 0 {
+	if errs := checkProperties(m, o.scope(data)); len(errs) > 0 {
 		return nil, errs
 	}
-	return graph(m, data), nil
+	p := graph(m, data)
+	p.PreMessage, p.PostMessage = pre, post
+	return p, nil
 }
 
 // renderNames renders the names, aliases and references of m's resources

@@ -45,7 +45,7 @@ func Build(entry string, o Opts) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &collector{root: root, realRoot: realRoot, display: filepath.Dir(entry), b: bundle.New(), seen: map[string]bool{}, o: o}
+	c := &collector{root: root, realRoot: realRoot, display: filepath.Dir(entry), b: bundle.New(), seen: map[string]bool{}, read: map[string]bool{}, o: o}
 	name := filepath.Base(entry)
 	t := &Tree{Bundle: c.b, Entry: name}
 	if t.Plan, err = c.manifest(name, nil, nil); err != nil {
@@ -56,6 +56,8 @@ func Build(entry string, o Opts) (*Tree, error) {
 }
 
 type collector struct {
+	// read holds the bundle paths of the files templates read.
+	read           map[string]bool
 	root, realRoot string
 	// display is the entry's directory as the caller wrote it: file names
 	// in errors are relative to it, as the entry's is.
@@ -98,6 +100,7 @@ func (c *collector) manifest(name string, applyData map[string]any, ancestors ma
 	o := c.o
 	o.ApplyData = applyData
 	o.Dir = filepath.Join(c.root, filepath.FromSlash(path.Dir(name)))
+	o.OnRead = c.onRead(name, o.Dir)
 	o.External = func(ref string) bool { return ancestors[ref] }
 	if len(ancestors) == 0 {
 		o.External = nil
@@ -117,6 +120,9 @@ func (c *collector) manifest(name string, applyData map[string]any, ancestors ma
 		if r.Alias != "" {
 			inner[r.Type+"#"+r.Alias] = true
 		}
+	}
+	if err := c.templateFiles(p.Manifest, template.Scope{Dir: o.Dir, OnRead: o.OnRead}); err != nil {
+		return nil, err
 	}
 	scope := template.Scope{Data: p.Data}
 	for _, r := range p.Manifest.Resources {
@@ -171,4 +177,83 @@ func render(s string, scope template.Scope) (string, bool) {
 	}
 	str, ok := v.(string)
 	return str, ok
+}
+
+// onRead returns the OnRead hook of the manifest at bundle path name,
+// whose directory on disk is dir: each file a template reads is added to
+// the bundle, and the files a template file (.jet, .templ) names in
+// literal arguments are read in turn, so that workers find them whichever
+// branch their facts take.
+func (c *collector) onRead(name, dir string) func(string, []byte) error {
+	base := path.Dir(name)
+	var hook func(string, []byte) error
+	hook = func(rel string, content []byte) error {
+		p := path.Join(base, rel)
+		if c.read[p] {
+			return nil
+		}
+		c.read[p] = true
+		if err := c.b.Add(p, content); err != nil {
+			return err
+		}
+		if ext := path.Ext(rel); ext != ".jet" && ext != ".templ" {
+			return nil
+		}
+		s := template.Scope{Dir: dir, OnRead: hook}
+		for _, ref := range template.FileRefs(string(content)) {
+			if _, err := s.ReadFile(ref); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("%s: %w", rel, err)
+			}
+		}
+		return nil
+	}
+	return hook
+}
+
+// templateFiles bundles the files m's templates name in literal
+// arguments (file('motd.txt'), template('app.templ'), jet('x.jet')) in
+// any property or health check, rendered before the run or not: a
+// property rendered on a worker reads them from the bundle. A path outside
+// the manifest's directory is an error naming the resource and property;
+// a missing file is left for the worker to report (it may never be read).
+func (c *collector) templateFiles(m *schemas.Manifest, s template.Scope) error {
+	var errs schemas.Errors
+	for _, r := range m.Resources {
+		for _, k := range sortedKeys(r.Properties) {
+			for _, str := range stringsIn(r.Properties[k]) {
+				for _, ref := range template.FileRefs(str) {
+					if _, err := s.ReadFile(ref); err != nil && !errors.Is(err, os.ErrNotExist) {
+						errs = append(errs, &schemas.Error{Pos: r.Pos, Path: r.Path + "." + k, Message: fmt.Sprintf("%s: %v", r.Ref(), err), Err: err})
+					}
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// stringsIn lists the template strings inside v (maps and lists walked).
+func stringsIn(v any) []string {
+	switch v := v.(type) {
+	case string:
+		if template.HasTemplate(v) {
+			return []string{v}
+		}
+	case map[string]any:
+		var out []string
+		for _, k := range sortedKeys(v) {
+			out = append(out, stringsIn(v[k])...)
+		}
+		return out
+	case []any:
+		var out []string
+		for _, e := range v {
+			out = append(out, stringsIn(e)...)
+		}
+		return out
+	}
+	return nil
 }

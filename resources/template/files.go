@@ -34,6 +34,36 @@ func (s Scope) readFile(name string) (string, error) {
 // read returns the content of name, a path relative to s.Dir that must
 // stay inside it (symlinks included: os.Root refuses to leave it).
 func (s Scope) read(name string) ([]byte, error) {
+	b, err := s.readRaw(name)
+	if err != nil || s.OnRead == nil {
+		return b, err
+	}
+	if err := s.OnRead(filepath.ToSlash(filepath.Clean(name)), b); err != nil {
+		return nil, fmt.Errorf("template: %q: %w", name, err)
+	}
+	return b, nil
+}
+
+// ReadFile reads name as file() does: relative to the scope's directory
+// (or from Files), never outside it, at most MaxFileSize bytes, told to
+// OnRead.
+func (s Scope) ReadFile(name string) ([]byte, error) { return s.read(name) }
+
+// readRaw reads name from s.Files or under s.Dir.
+func (s Scope) readRaw(name string) ([]byte, error) {
+	if s.Files != nil {
+		if !filepath.IsLocal(name) {
+			return nil, fmt.Errorf("%w: %q", ErrOutsideDir, name)
+		}
+		b, err := s.Files(filepath.ToSlash(filepath.Clean(name)))
+		if err != nil {
+			return nil, fmt.Errorf("template: %q: %w", name, err)
+		}
+		if len(b) > MaxFileSize {
+			return nil, fmt.Errorf("%w: %q is over %d bytes", ErrFileTooLarge, name, MaxFileSize)
+		}
+		return b, nil
+	}
 	if s.Dir == "" {
 		return nil, fmt.Errorf("%w: %q", ErrNoDir, name)
 	}
@@ -125,6 +155,22 @@ func (s Scope) jet(body string, delims ...string) (string, error) {
 		}
 		name, body = body, string(b)
 	}
+	return s.jetText(name, body, left, right)
+}
+
+// RenderJetFile renders the Jet template file name (relative to the
+// scope's directory, [[ ]] delimiters) over the scope, as jet('name')
+// does whatever the file's extension: CCM's resources_jet_file.
+func RenderJetFile(name string, s Scope) (string, error) {
+	b, err := s.read(name)
+	if err != nil {
+		return "", err
+	}
+	return s.jetText(name, string(b), "[[", "]]")
+}
+
+// jetText renders Jet template text named name.
+func (s Scope) jetText(name, body, left, right string) (string, error) {
 	child, err := s.nested()
 	if err != nil {
 		return "", err

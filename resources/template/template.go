@@ -26,6 +26,13 @@ type Scope struct {
 	// relative to it and never leave it (no absolute paths, no "..", no
 	// symlinks leading out). Empty makes those functions fail.
 	Dir string
+	// Files, when set, reads those paths instead of Dir (the coordinator
+	// reads them from the run's bundle). Paths are checked to be local
+	// before it is called.
+	Files func(name string) ([]byte, error)
+	// OnRead, when set, is told of every file read and its content (the
+	// bundle builder collects them); its error fails the read.
+	OnRead func(name string, content []byte) error
 
 	// depth counts nested template() and jet() calls.
 	depth int
