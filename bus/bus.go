@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -321,4 +322,28 @@ func versionField(v any) (int, bool) {
 		return 0, false
 	}
 	return int(rv.Field(idx.(int)).Int()), true
+}
+
+// DecodeStrict is Decode for requests from clients: a field v's type does
+// not have (a misspelt "nooop") or data after the JSON value is an error,
+// never silently ignored. The envelope's "v" is accepted on every request.
+func DecodeStrict(data []byte, v any) error {
+	var fields map[string]json.RawMessage
+	if err := Decode(data, &fields); err != nil {
+		return err
+	}
+	if fields == nil {
+		return errors.New("bus: decode message: want a JSON object, got null")
+	}
+	delete(fields, "v")
+	norm, err := json.Marshal(fields)
+	if err != nil {
+		return fmt.Errorf("bus: decode message: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(norm))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("bus: decode message: %w", err)
+	}
+	return nil
 }

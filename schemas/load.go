@@ -138,7 +138,10 @@ func (p *loader) document(src []byte) (cue.Value, bool) {
 		return doc, false
 	}
 	if k := doc.IncompleteKind(); k == cue.TopKind || k == cue.NullKind {
-		return p.empty, true // an empty document: no resources
+		// An empty file is a mistake (a truncated write, the wrong path),
+		// not a run of nothing; `resources: []` says that deliberately.
+		p.errs.addf(Position{File: p.filename}, "", "the manifest is empty (write `resources: []` for a manifest that does nothing)")
+		return doc, false
 	}
 	if doc.IncompleteKind() != cue.StructKind {
 		p.errs.addf(p.pos(doc.Pos(), Position{File: p.filename}), "",
