@@ -1,11 +1,14 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -260,18 +263,86 @@ func (b *Bus) PublishEvent(ctx context.Context, ev Event) error {
 	return b.publish(ctx, EventSubject(root, ev.RunID, ev.Kind), "", ev)
 }
 
-// Decode unmarshals a message envelope and checks its version.
+// Decode unmarshals a message envelope and checks its version. Messages
+// are decoded once: the version is read from the decoded value's V field
+// when it has one (every message type does), and probed apart only for
+// other targets or when decoding failed (a message of another version may
+// not fit this build's types: the version error says why).
 func Decode(data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		if ver, ok := probeVersion(data); ok && ver != 0 && ver != Version {
+			return fmt.Errorf("%w: %d (this build speaks %d)", ErrVersion, ver, Version)
+		}
+		return fmt.Errorf("bus: decode message: %w", err)
+	}
+	ver, ok := versionField(v)
+	if !ok {
+		if ver, ok = probeVersion(data); !ok {
+			return nil
+		}
+	}
+	if ver != 0 && ver != Version {
+		return fmt.Errorf("%w: %d (this build speaks %d)", ErrVersion, ver, Version)
+	}
+	return nil
+}
+
+// probeVersion reads the envelope's "v" alone.
+func probeVersion(data []byte) (int, bool) {
 	var env struct {
 		V int `json:"v"`
 	}
-	if err := json.Unmarshal(data, &env); err != nil {
+	if json.Unmarshal(data, &env) != nil {
+		return 0, false
+	}
+	return env.V, true
+}
+
+// versionFields caches, per struct type, the index of its int field V.
+var versionFields sync.Map // reflect.Type -> int (-1: none)
+
+// versionField returns the V field of *struct v.
+func versionField(v any) (int, bool) {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
+		return 0, false
+	}
+	rv = rv.Elem()
+	t := rv.Type()
+	idx, ok := versionFields.Load(t)
+	if !ok {
+		i := -1
+		if f, found := t.FieldByName("V"); found && len(f.Index) == 1 && f.Type.Kind() == reflect.Int && strings.Split(f.Tag.Get("json"), ",")[0] == "v" {
+			i = f.Index[0]
+		}
+		versionFields.Store(t, i)
+		idx = i
+	}
+	if idx.(int) < 0 {
+		return 0, false
+	}
+	return int(rv.Field(idx.(int)).Int()), true
+}
+
+// DecodeStrict is Decode for requests from clients: a field v's type does
+// not have (a misspelt "nooop") or data after the JSON value is an error,
+// never silently ignored. The envelope's "v" is accepted on every request.
+func DecodeStrict(data []byte, v any) error {
+	var fields map[string]json.RawMessage
+	if err := Decode(data, &fields); err != nil {
+		return err
+	}
+	if fields == nil {
+		return errors.New("bus: decode message: want a JSON object, got null")
+	}
+	delete(fields, "v")
+	norm, err := json.Marshal(fields)
+	if err != nil {
 		return fmt.Errorf("bus: decode message: %w", err)
 	}
-	if env.V != 0 && env.V != Version {
-		return fmt.Errorf("%w: %d (this build speaks %d)", ErrVersion, env.V, Version)
-	}
-	if err := json.Unmarshal(data, v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(norm))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("bus: decode message: %w", err)
 	}
 	return nil

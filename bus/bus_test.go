@@ -118,6 +118,15 @@ func TestFollowEventsOfARunTree(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{"root/run_started", "child/run_started", "root/run_finished"}, seen)
+
+	// Kinds: only the root run's events of those kinds.
+	seen = nil
+	err = b.FollowEvents(ctx, "root", func(ev bus.Event) bool {
+		seen = append(seen, ev.RunID+"/"+string(ev.Kind))
+		return ev.Kind != bus.EventRunFinished
+	}, bus.EventRunRejected, bus.EventRunFinished)
+	require.NoError(t, err)
+	require.Equal(t, []string{"root/run_finished"}, seen)
 }
 
 func TestDecodeRejectsUnknownVersion(t *testing.T) {
@@ -140,4 +149,18 @@ func TestTraceContextTravelsInLowercaseHeaders(t *testing.T) {
 	other := nats.Header{"TraceParent": h["traceparent"]}
 	got := trace.SpanContextFromContext(bus.ExtractTrace(context.Background(), other))
 	require.Equal(t, span.SpanContext().TraceID(), got.TraceID())
+}
+
+// Messages are decoded once; the version still comes from the envelope,
+// for struct targets (their V field) and others (maps) alike.
+func TestDecodeReadsTheVersionOnce(t *testing.T) {
+	var o bus.Outcome
+	require.NoError(t, bus.Decode([]byte(`{"v":1,"run_id":"r","task":2}`), &o))
+	require.Equal(t, "r", o.RunID)
+	require.ErrorIs(t, bus.Decode([]byte(`{"v":7,"run_id":"r"}`), &o), bus.ErrVersion)
+	// A newer version whose fields no longer fit: the version is named.
+	require.ErrorIs(t, bus.Decode([]byte(`{"v":7,"run_id":["r"]}`), &o), bus.ErrVersion)
+	var m map[string]any
+	require.ErrorIs(t, bus.Decode([]byte(`{"v":7}`), &m), bus.ErrVersion)
+	require.NoError(t, bus.Decode([]byte(`{"v":1,"x":2}`), &m))
 }

@@ -15,4 +15,6 @@ var (
 	ErrVersion = errors.New("bus: unknown message version")
 	// ErrTooLarge: a message or object exceeds its limit.
 	ErrTooLarge = errors.New("bus: too large")
+	// ErrStoreInUse: another live server holds the store directory.
+	ErrStoreInUse = errors.New("bus: store directory in use")
 )

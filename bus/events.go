@@ -7,12 +7,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// FollowEvents delivers every event of a run, from the first, to fn in
-// order until fn returns false or ctx ends. It returns nil when fn stopped
-// it, ctx's error otherwise.
-func (b *Bus) FollowEvents(ctx context.Context, runID string, fn func(Event) bool) error {
+// FollowEvents delivers every event of a run tree (runID is its root),
+// from the first, to fn in order until fn returns false or ctx ends. With
+// kinds, only the root run's events of those kinds are delivered (the
+// server filters: a client printing no progress is not sent an event per
+// resource). It returns nil when fn stopped it, ctx's error otherwise.
+func (b *Bus) FollowEvents(ctx context.Context, runID string, fn func(Event) bool, kinds ...EventKind) error {
+	filter := []string{EventsOfRun(runID)}
+	if len(kinds) > 0 {
+		filter = filter[:0]
+		for _, k := range kinds {
+			filter = append(filter, EventSubject(runID, runID, k))
+		}
+	}
 	c, err := b.js.OrderedConsumer(ctx, StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{EventsOfRun(runID)},
+		FilterSubjects: filter,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {

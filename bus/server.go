@@ -31,6 +31,9 @@ type ServerConfig struct {
 	// ConfigFile is a NATS server configuration file; flags above override
 	// what it sets.
 	ConfigFile string
+	// Config is NATS server configuration text (authorization, for
+	// instance), applied after ConfigFile and before the flags above.
+	Config string
 	// ReadyTimeout bounds start-up. Defaults to 10s.
 	ReadyTimeout time.Duration
 }
@@ -39,14 +42,26 @@ type ServerConfig struct {
 type Server struct {
 	ns     *server.Server
 	listen bool
+	lock   *storeLock
 }
 
 // StartServer starts an embedded NATS server with JetStream and waits until
-// it accepts connections.
-func StartServer(cfg ServerConfig) (*Server, error) {
+// it accepts connections. It holds the lock of the store directory
+// (StoreLockFile) until Shutdown: a store directory another live server
+// uses is ErrStoreInUse.
+func StartServer(cfg ServerConfig) (_ *Server, err error) {
 	if cfg.StoreDir == "" {
 		return nil, errors.New("bus: server needs a store directory")
 	}
+	lock, err := lockStore(cfg.StoreDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.release()
+		}
+	}()
 	opts := &server.Options{}
 	if cfg.ConfigFile != "" {
 		o, err := server.ProcessConfigFile(cfg.ConfigFile)
@@ -54,6 +69,11 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("bus: server config %s: %w", cfg.ConfigFile, err)
 		}
 		opts = o
+	}
+	if cfg.Config != "" {
+		if err := opts.ProcessConfigString(cfg.Config); err != nil {
+			return nil, fmt.Errorf("bus: server config: %w", err)
+		}
 	}
 	opts.JetStream = true
 	opts.StoreDir = cfg.StoreDir
@@ -99,7 +119,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("bus: server not ready after %s", timeout)
 	}
-	return &Server{ns: ns, listen: !opts.DontListen}, nil
+	return &Server{ns: ns, listen: !opts.DontListen, lock: lock}, nil
 }
 
 // ClientURL returns the URL clients connect to, or "" when the server has
@@ -132,6 +152,7 @@ func (s *Server) Shutdown() {
 	}
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
+	s.lock.release()
 }
 
 func splitHostPort(addr string) (string, int, error) {

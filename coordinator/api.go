@@ -129,7 +129,7 @@ func unavailable(err error) *bus.APIError {
 }
 
 func decodeRequest(req micro.Request, v any) *bus.APIError {
-	if err := bus.Decode(req.Data(), v); err != nil {
+	if err := bus.DecodeStrict(req.Data(), v); err != nil {
 		return &bus.APIError{Code: bus.APIInvalid, Message: "request body: " + err.Error()}
 	}
 	return nil

@@ -205,6 +205,15 @@ func (c *Coordinator) intake(ctx context.Context, cons *bus.Consumer) {
 			_ = d.Term(err.Error())
 			continue
 		}
+		if err := bus.DecodeStrict(d.Data(), &bus.RunRequest{}); err != nil {
+			// A field this coordinator does not know (a misspelt "noop")
+			// would be silently ignored: the run is rejected instead.
+			rec := &record{V: 1, RunID: req.RunID, RootRunID: req.RunID, Request: req, Status: RunQueued,
+				Manifest: cmp.Or(req.ManifestName, "manifest.yaml"), QueuedAt: time.Now().UTC(), Owner: c.cfg.Name}
+			_ = c.reject(ctx, rec, fmt.Errorf("run request: %w", err))
+			_ = d.Term(err.Error())
+			continue
+		}
 		if err := c.accept(ctx, d.Ctx, req, nil); err != nil {
 			c.log.Error("run request: could not accept, will be redelivered", "error", err)
 			_ = d.Nak(time.Second)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -35,7 +36,7 @@ func distStart(t *testing.T, workers ...string) *distCluster {
 	c.url = "nats://" + addr
 	start(t, runOpts{}, "server", "--listen", addr, "--store-dir", filepath.Join(c.dir, "jetstream"))
 	distEventually(t, 20*time.Second, "the server accepts connections", func() (bool, string) {
-		nc, err := nats.Connect(c.url, nats.Timeout(time.Second))
+		nc, err := natsConnect(c.url, nats.Timeout(time.Second))
 		if err != nil {
 			return false, err.Error()
 		}
@@ -201,4 +202,14 @@ func distFreePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// natsConnect connects to a server the tests started, as its admin (the
+// nkey `manifold server` generated in $MANIFOLD_CREDENTIALS).
+func natsConnect(url string, opts ...nats.Option) (*nats.Conn, error) {
+	nkey, err := nats.NkeyOptionFromSeed(filepath.Join(os.Getenv("MANIFOLD_CREDENTIALS"), "admin.nk"))
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect(url, append(opts, nkey)...)
 }

@@ -60,7 +60,7 @@ func failStart(t *testing.T, n int) *failCluster {
 	c.url = strings.Join(c.urls, ",")
 	for _, u := range c.urls {
 		distEventually(t, 20*time.Second, u+" accepts connections", func() (bool, string) {
-			nc, err := nats.Connect(u, nats.Timeout(time.Second))
+			nc, err := natsConnect(u, nats.Timeout(time.Second))
 			if err != nil {
 				return false, err.Error()
 			}
@@ -68,7 +68,7 @@ func failStart(t *testing.T, n int) *failCluster {
 			return true, ""
 		})
 	}
-	nc, err := nats.Connect(c.url, nats.Timeout(time.Second), nats.MaxReconnects(-1))
+	nc, err := natsConnect(c.url, nats.Timeout(time.Second), nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatal(err)
 	}

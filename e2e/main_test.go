@@ -46,6 +46,15 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// The servers the tests start generate their nkeys here, and every
+	// process the tests start finds them here (instead of the per-host
+	// default); the NATS CLI context goes to a private config directory.
+	for k, v := range map[string]string{"MANIFOLD_CREDENTIALS": filepath.Join(dir, "credentials"), "XDG_CONFIG_HOME": filepath.Join(dir, "config")} {
+		if err := os.Setenv(k, v); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+	}
 	manifoldBin = filepath.Join(dir, "manifold")
 	build := exec.Command("go", "build", "-o", manifoldBin, "./cmd/manifold")
 	build.Dir = moduleRoot

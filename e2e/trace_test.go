@@ -298,7 +298,7 @@ func traceCluster(t *testing.T, endpoint, worker string) *distCluster {
 	env := runOpts{env: traceEnv()}
 	start(t, env, "server", "--listen", addr, "--store-dir", filepath.Join(c.dir, "jetstream"))
 	distEventually(t, 20*time.Second, "the server accepts connections", func() (bool, string) {
-		nc, err := nats.Connect(c.url, nats.Timeout(time.Second))
+		nc, err := natsConnect(c.url, nats.Timeout(time.Second))
 		if err != nil {
 			return false, err.Error()
 		}

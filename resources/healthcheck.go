@@ -62,15 +62,32 @@ func statusOf(code int) HealthStatus {
 	}
 }
 
-// HealthCheck is one entry of a resource's health_checks (CCM's nagios
-// format): a command whose exit code is a nagios status.
+// HealthCheckFormat is how a health check is written and judged.
+type HealthCheckFormat string
+
+const (
+	// FormatNagios is a command whose exit code is a nagios status.
+	FormatNagios HealthCheckFormat = "nagios"
+	// FormatGoss is a set of goss rules (goss_rules): OK when every rule
+	// passes, CRITICAL when one fails.
+	FormatGoss HealthCheckFormat = "goss"
+)
+
+// HealthCheck is one entry of a resource's health_checks, as in CCM: a
+// nagios command whose exit code is a nagios status, or inline goss rules.
 type HealthCheck struct {
-	// Name identifies the check; empty means the command's first word.
+	// Name identifies the check; empty means the command's first word, or
+	// "goss" for goss rules.
 	Name string `json:"name,omitempty"`
 	// Command is run with /bin/sh -c, in Env.WorkDir, through Env.Runner.
-	Command string `json:"command"`
-	// Format must be empty or "nagios" (goss is not supported).
-	Format string `json:"format,omitempty"`
+	// Exclusive with GossRules.
+	Command string `json:"command,omitempty"`
+	// GossRules are goss rules (a goss file's content: file, service, port,
+	// http, command, ...). Exclusive with Command.
+	GossRules map[string]any `json:"goss_rules,omitempty"`
+	// Format is nagios (with Command) or goss (with GossRules); empty means
+	// the one that matches.
+	Format HealthCheckFormat `json:"format,omitempty"`
 	// Tries is how many times the command runs until it passes; default 1,
 	// at most MaxHealthCheckTries.
 	Tries int `json:"tries,omitempty"`
@@ -118,6 +135,13 @@ func ParseHealthChecks(raw []map[string]any, scope template.Scope) ([]HealthChec
 				return nil, fmt.Errorf("health_checks[%d]: %w", i, err)
 			}
 		}
+		if hc.GossRules != nil {
+			// goss rules' keys name what they check (a path, a URL): render
+			// them too, as CCM renders the whole rules document.
+			if hc.GossRules, err = renderKeys(hc.GossRules, scope, "goss_rules"); err != nil {
+				return nil, fmt.Errorf("health_checks[%d]: %w", i, err)
+			}
+		}
 		if err := hc.validate(); err != nil {
 			return nil, fmt.Errorf("health_checks[%d]: %w", i, err)
 		}
@@ -128,18 +152,43 @@ func ParseHealthChecks(raw []map[string]any, scope template.Scope) ([]HealthChec
 
 // validate checks a health check and fills its defaults.
 func (hc *HealthCheck) validate() error {
-	if strings.TrimSpace(hc.Command) == "" {
-		return errors.New("command: empty (only nagios-format command checks are supported)")
+	hasCommand, hasGoss := strings.TrimSpace(hc.Command) != "", hc.GossRules != nil
+	switch {
+	case hasCommand && hasGoss:
+		return errors.New("command and goss_rules are mutually exclusive; set only one")
+	case !hasCommand && !hasGoss:
+		return errors.New("command: empty; set command (nagios) or goss_rules (goss)")
+	case hasGoss:
+		if err := checkGossRules(hc.GossRules); err != nil {
+			return err
+		}
 	}
-	if hc.Format != "" && hc.Format != "nagios" {
-		return fmt.Errorf("format %q: only nagios is supported", hc.Format)
+	switch hc.Format {
+	case "":
+		hc.Format = FormatNagios
+		if hasGoss {
+			hc.Format = FormatGoss
+		}
+	case FormatNagios:
+		if !hasCommand {
+			return errors.New(`format "nagios": wants command, not goss_rules`)
+		}
+	case FormatGoss:
+		if !hasGoss {
+			return errors.New(`format "goss": wants goss_rules, not command`)
+		}
+	default:
+		return fmt.Errorf("format %q: want nagios or goss", hc.Format)
 	}
 	if hc.Tries < 0 || hc.Tries > MaxHealthCheckTries {
 		return fmt.Errorf("tries %d: want 1 to %d", hc.Tries, MaxHealthCheckTries)
 	}
 	hc.Tries = max(hc.Tries, 1)
 	if hc.Name == "" {
-		hc.Name, _, _ = strings.Cut(strings.TrimSpace(hc.Command), " ")
+		hc.Name = string(FormatGoss)
+		if hasCommand {
+			hc.Name, _, _ = strings.Cut(strings.TrimSpace(hc.Command), " ")
+		}
 	}
 	var err error
 	if hc.trySleep, err = duration("try_sleep", hc.TrySleep, DefaultHealthCheckTrySleep); err != nil {
@@ -206,18 +255,26 @@ func runHealthCheck(ctx context.Context, runner CommandRunner, dir string, hc He
 		}
 		r.Tries++
 		tctx, cancel := context.WithTimeoutCause(ctx, hc.timeout, fmt.Errorf("timed out after %s", hc.timeout))
-		res, err := runner.Run(tctx, Command{Argv: []string{"/bin/sh", "-c", hc.Command}, Dir: dir})
-		cause := context.Cause(tctx)
-		cancel()
-		out := strings.TrimSpace(string(res.Stdout) + string(res.Stderr))
-		switch {
-		case err != nil && ctx.Err() == nil && cause != nil:
-			r.Status, out = HealthCritical, strings.TrimSpace(cause.Error()+"\n"+out)
-		case err != nil:
-			r.Status, out = HealthUnknown, strings.TrimSpace(err.Error()+"\n"+out)
-		default:
-			r.Status = statusOf(res.ExitCode)
+		var out string
+		if hc.Format == FormatGoss {
+			r.Status, out = runGoss(tctx, hc.GossRules)
+			if cause := context.Cause(tctx); cause != nil && ctx.Err() == nil {
+				r.Status, out = HealthCritical, strings.TrimSpace(cause.Error()+"\n"+out)
+			}
+		} else {
+			res, err := runner.Run(tctx, Command{Argv: []string{"/bin/sh", "-c", hc.Command}, Dir: dir})
+			cause := context.Cause(tctx)
+			out = strings.TrimSpace(string(res.Stdout) + string(res.Stderr))
+			switch {
+			case err != nil && ctx.Err() == nil && cause != nil:
+				r.Status, out = HealthCritical, strings.TrimSpace(cause.Error()+"\n"+out)
+			case err != nil:
+				r.Status, out = HealthUnknown, strings.TrimSpace(err.Error()+"\n"+out)
+			default:
+				r.Status = statusOf(res.ExitCode)
+			}
 		}
+		cancel()
 		r.Output = boundHealthOutput(out)
 		if r.Status == HealthOK || ctx.Err() != nil {
 			break

@@ -194,9 +194,16 @@ func TestParseHealthChecks(t *testing.T) {
 		{map[string]any{"command": "x", "timeout": "soon"}, `health_checks[0]: timeout "soon": want a Go duration`},
 		{map[string]any{"command": "x", "try_sleep": "-1s"}, `health_checks[0]: try_sleep "-1s"`},
 		{map[string]any{"command": "x", "tries": 101}, "health_checks[0]: tries 101: want 1 to 100"},
-		{map[string]any{"goss_rules": map[string]any{}}, `health_checks[0]: unknown property "goss_rules"`},
-		{map[string]any{"command": "x", "format": "goss"}, `format "goss": only nagios is supported`},
-		{map[string]any{"name": "x"}, "health_checks[0]: command: empty"},
+		{map[string]any{"goss_rules": map[string]any{}}, `health_checks[0]: goss_rules: no rules`},
+		{map[string]any{"command": "x", "format": "goss"}, `format "goss": wants goss_rules, not command`},
+		{map[string]any{"command": "x", "format": "json"}, `format "json": want nagios or goss`},
+		{map[string]any{"name": "x"}, "health_checks[0]: command: empty; set command (nagios) or goss_rules (goss)"},
+		{map[string]any{"command": "x", "goss_rules": map[string]any{"file": map[string]any{"/": map[string]any{"exists": true}}}},
+			"health_checks[0]: command and goss_rules are mutually exclusive"},
+		{map[string]any{"goss_rules": map[string]any{"file": map[string]any{"/": map[string]any{"exists": true}}}, "format": "nagios"},
+			`format "nagios": wants command, not goss_rules`},
+		{map[string]any{"goss_rules": map[string]any{"no_such_type": map[string]any{}}}, `health_checks[0]: goss_rules: unknown field "no_such_type"`},
+		{map[string]any{"goss_rules": map[string]any{"file": map[string]any{"/": map[string]any{"colour": "red"}}}}, `health_checks[0]: goss_rules: `},
 	} {
 		if _, err := ParseHealthChecks([]map[string]any{tc.raw}, template.Scope{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.raw, err, tc.want)

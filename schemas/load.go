@@ -67,6 +67,12 @@ func ParseUnchecked(filename string, src []byte) (*Manifest, error) {
 	if m, err, ok := cachedParse(key); ok {
 		return m, err
 	}
+	if CUEProbe != nil && strings.EqualFold(filepath.Ext(filename), ".cue") {
+		if err := CUEProbe(filename, src); err != nil {
+			storeParse(key, nil, err)
+			return nil, err
+		}
+	}
 	m, err := parseUnchecked(filename, src)
 	storeParse(key, m, err)
 	return m, err
@@ -132,7 +138,10 @@ func (p *loader) document(src []byte) (cue.Value, bool) {
 		return doc, false
 	}
 	if k := doc.IncompleteKind(); k == cue.TopKind || k == cue.NullKind {
-		return p.empty, true // an empty document: no resources
+		// An empty file is a mistake (a truncated write, the wrong path),
+		// not a run of nothing; `resources: []` says that deliberately.
+		p.errs.addf(Position{File: p.filename}, "", "the manifest is empty (write `resources: []` for a manifest that does nothing)")
+		return doc, false
 	}
 	if doc.IncompleteKind() != cue.StructKind {
 		p.errs.addf(p.pos(doc.Pos(), Position{File: p.filename}), "",

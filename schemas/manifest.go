@@ -132,6 +132,15 @@ type Resource struct {
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Retry is how many more attempts a failed execution gets.
 	Retry int `json:"retry,omitempty"`
+	// AutoEdge false turns automatic edges off for this resource, to and
+	// from it; nil is true.
+	AutoEdge *bool `json:"autoedge,omitempty"`
+	// AutoRequire lists the references this resource requires implicitly
+	// (automatic edges), set when the manifest is compiled.
+	AutoRequire []string `json:"auto_require,omitempty"`
+	// AutoSkipped lists the automatic edges not added because they would
+	// close a cycle, with the reason, set when the manifest is compiled.
+	AutoSkipped []string `json:"auto_skipped,omitempty"`
 	// Properties are the type-specific properties (not the common ones above).
 	Properties map[string]any `json:"properties,omitempty"`
 	// Pos is where the resource is declared.

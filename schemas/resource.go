@@ -18,7 +18,7 @@ const defaultsName = "defaults"
 var commonProps = map[string]bool{
 	"type": true, "name": true, "alias": true, "ensure": true, "provider": true,
 	"require": true, "subscribe": true, "control": true, "health_checks": true,
-	"target": true, "timeout": true, "retry": true,
+	"target": true, "timeout": true, "retry": true, "autoedge": true,
 }
 
 // countResources counts the resources a resources list declares, cheaply,
@@ -269,6 +269,9 @@ func (p *loader) validate(typ string, def, props cue.Value, path string, pos Pos
 			err = fv.Decode(&r.Target)
 		case "retry":
 			err = fv.Decode(&r.Retry)
+		case "autoedge":
+			r.AutoEdge = new(bool)
+			err = fv.Decode(r.AutoEdge)
 		case "timeout":
 			var s string
 			if err = fv.Decode(&s); err == nil {

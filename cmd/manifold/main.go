@@ -11,9 +11,17 @@ import (
 	"syscall"
 
 	"github.com/manifold-run/manifold/internal/cli"
+	"github.com/manifold-run/manifold/internal/cueprobe"
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == cueprobe.Command {
+		os.Exit(cueprobe.Child(os.Stdin, os.Stdout, os.Args[2]))
+	}
+	if err := cueprobe.Install(); err != nil {
+		fmt.Fprintf(os.Stderr, "manifold: %v\n", err)
+		os.Exit(2)
+	}
 	// MANIFOLD_CPU_PROFILE=FILE writes a CPU profile of the whole command
 	// (go tool pprof FILE): how the numbers in e2e/bench/RESULTS.md were
 	// explained.

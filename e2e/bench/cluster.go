@@ -91,7 +91,7 @@ func (h *harness) startCluster(ctx context.Context, dir string) (c *cluster, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	c.url = "nats://" + addr
-	if c.server, err = c.start("server", "server", "--listen", addr, "--store-dir", filepath.Join(dir, "jetstream")); err != nil {
+	if c.server, err = c.start("server", "server", "--listen", addr, "--store-dir", filepath.Join(dir, "jetstream"), "--insecure-no-auth"); err != nil {
 		return nil, err
 	}
 	err = c.waitFor(ctx, 30*time.Second, "the server accepts connections", func() (bool, string) {

@@ -51,6 +51,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	fs := newFlags("apply", "[flags] MANIFEST", applyAbout, st, args)
 	fs.BoolVar(&o.noop, "noop", false, "report what would change without changing anything")
 	fs.BoolVar(&o.healthCheckOnly, "health-check-only", false, "run health checks only")
+	fs.BoolVar(&o.healthCheckOnly, "monitor-only", false, "alias of --health-check-only (CCM's name)")
 	o.compile.register(fs, "override manifest data: key=value, repeatable; values are YAML scalars, dotted keys nest (app.port=80)")
 	fs.Var(&o.output, "output", "output format: text or json (the run report)")
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "give up on the run after this long (exit 3)")
@@ -126,6 +127,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		return submitRemote(ctx, st, &conn, remoteRun{path: path, tree: tree, follow: true, output: o.output.value, timeout: o.timeout, jaegerURL: o.jaegerURL,
 			req: bus.RunRequest{Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth}})
 	}
+	defer exitOnSecondSignal(st, "apply")()
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("run did not finish within --timeout %s", o.timeout))
 	defer cancel()
 	eopts.Facts = facts
@@ -135,7 +137,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitUnavailable
 	}
-	defer eng.close()
+	defer eng.closeWithin(st, embeddedStopWait)
 
 	req := bus.RunRequest{
 		RunID: coordinator.NewRunID(), Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth,
@@ -144,7 +146,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitInvalid
 	}
-	return submitAndFollow(ctx, st, eng.bus, req, followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL, pre: tree.Plan.PreMessage})
+	return submitAndFollow(ctx, st, eng.bus, req, followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL, pre: tree.Plan.PreMessage, cancelOnEnd: true})
 }
 
 // submitAndFollow submits a run on the fire-and-forget subject and follows

@@ -25,10 +25,19 @@ const DefaultServer = "nats://127.0.0.1:4222"
 // takes. Precedence: a flag given on the command line, then the NATS CLI
 // context named by --context, then MANIFOLD_SERVER (the URL only), then
 // DefaultServer.
+//
+// Without credentials from a flag or the context, the process
+// authenticates with its role's nkey from the credentials directory
+// (--credentials, $MANIFOLD_CREDENTIALS, else the default one `manifold
+// server` writes; see credentialsDir) when the file is there.
 type connFlags struct {
 	server, creds, nkey, user, password string
 	tlsCA, tlsCert, tlsKey              string
 	context                             string
+	credentials                         string
+	// role picks the nkey in the credentials directory. Defaults to
+	// roleSubmitter.
+	role role
 }
 
 func (c *connFlags) register(fs *flag.FlagSet) {
@@ -41,6 +50,7 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "client certificate file")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "client private key file")
 	fs.StringVar(&c.context, "context", "", "NATS CLI context: a name in ~/.config/nats/context/ or a path to its JSON file")
+	fs.StringVar(&c.credentials, "credentials", "", "directory of the nkeys `manifold server` generates, used when no other credentials are given (default: $"+credentialsEnv+", else "+systemCredentialsDir+" for root, ~/.config/manifold/credentials for others)")
 }
 
 // explicit reports whether the command line names a server (--server or
@@ -98,7 +108,7 @@ func (c *connFlags) config(getenv func(string) string, name string) (bus.Connect
 			return bus.ConnectConfig{}, usageErrorf("--context %s: %s: %v", c.context, path, err)
 		}
 	}
-	return bus.ConnectConfig{
+	cfg := bus.ConnectConfig{
 		URL:      cmp.Or(c.server, nctx.URL, getenv("MANIFOLD_SERVER"), DefaultServer),
 		Name:     name,
 		Creds:    cmp.Or(c.creds, nctx.Creds),
@@ -108,7 +118,34 @@ func (c *connFlags) config(getenv func(string) string, name string) (bus.Connect
 		TLSCA:    cmp.Or(c.tlsCA, nctx.CA),
 		TLSCert:  cmp.Or(c.tlsCert, nctx.Cert),
 		TLSKey:   cmp.Or(c.tlsKey, nctx.Key),
-	}, nil
+	}
+	if cfg.Creds == "" && cfg.NKey == "" && cfg.User == "" {
+		nkey, err := c.defaultNKey(getenv, os.Geteuid())
+		if err != nil {
+			return bus.ConnectConfig{}, err
+		}
+		cfg.NKey = nkey
+	}
+	return cfg, nil
+}
+
+// defaultNKey returns the role's seed file in the credentials directory,
+// or "" when the default directory has none (a server without
+// authentication). A directory named by the flag or the variable must
+// hold it.
+func (c *connFlags) defaultNKey(getenv func(string) string, euid int) (string, error) {
+	dir, explicit, err := credentialsDir(c.credentials, getenv, euid)
+	if err != nil {
+		return "", err
+	}
+	path := seedFile(dir, cmp.Or(c.role, roleSubmitter))
+	if _, err := os.Stat(path); err != nil {
+		if explicit {
+			return "", usageErrorf("credentials: %v", err)
+		}
+		return "", nil
+	}
+	return path, nil
 }
 
 // connect connects once (clients fail fast when no server answers).
@@ -117,7 +154,13 @@ func (c *connFlags) connect(st IO, name string) (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return bus.Connect(cfg)
+	nc, err := bus.Connect(cfg)
+	if errors.Is(err, nats.ErrAuthorization) && cfg.NKey == "" && cfg.Creds == "" && cfg.User == "" {
+		dir, _, _ := credentialsDir(c.credentials, st.Getenv, os.Geteuid())
+		return nil, fmt.Errorf("%w: the server requires credentials and %s has none for role %s (pass --credentials DIR, set $%s, or --creds/--nkey/--user)",
+			err, dir, cmp.Or(c.role, roleSubmitter), credentialsEnv)
+	}
+	return nc, err
 }
 
 // errNoBus: the server answers but no coordinator has provisioned

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,6 +32,22 @@ type embedded struct {
 	worker *worker.Worker
 }
 
+// embeddedStorePrefix names the store directories of embedded engines in
+// the temporary directory.
+const embeddedStorePrefix = "manifold-embedded-"
+
+// removeAbandonedStores removes the store directories of embedded engines
+// whose process is gone (killed before it could remove its own): those
+// whose lock no live process holds.
+func removeAbandonedStores(tmp string) {
+	dirs, _ := filepath.Glob(filepath.Join(tmp, embeddedStorePrefix+"*"))
+	for _, dir := range dirs {
+		if bus.StoreAbandoned(dir) {
+			_ = os.RemoveAll(dir)
+		}
+	}
+}
+
 type embeddedOpts struct {
 	Logger      *slog.Logger
 	MaxDepth    int
@@ -50,7 +67,8 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 			e.close()
 		}
 	}()
-	if e.dir, err = os.MkdirTemp("", "manifold-embedded-"); err != nil {
+	removeAbandonedStores(os.TempDir())
+	if e.dir, err = os.MkdirTemp("", embeddedStorePrefix); err != nil {
 		return nil, fmt.Errorf("embedded engine: store directory: %w", err)
 	}
 	if e.srv, err = bus.StartServer(bus.ServerConfig{StoreDir: e.dir}); err != nil {

@@ -22,7 +22,14 @@ type followOpts struct {
 	jaegerURL string
 	// pre is the manifest's pre_message, printed first (text).
 	pre string
+	// cancelOnEnd cancels the run when ctx ends first (interrupted, timed
+	// out): the embedded engine that drives it is about to go.
+	cancelOnEnd bool
 }
+
+// endWait bounds what followRun does after ctx ended: the cancel request
+// and reading the report.
+const endWait = 5 * time.Second
 
 // followRun follows a submitted run to its end, printing progress lines
 // (text, unless quiet) and then the summary or the report (json), and
@@ -34,18 +41,43 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 		live: isTerminal(st.Stdout, st.Getenv)}
 	rejected := false
 	printMessage(st, o.output, o.pre)
+	var kinds []bus.EventKind
+	if p.quiet {
+		// Nothing is printed per resource: the end is all that is needed.
+		kinds = []bus.EventKind{bus.EventRunRejected, bus.EventRunFinished}
+	}
 	err := b.FollowEvents(ctx, runID, func(ev bus.Event) bool {
 		if ev.Kind == bus.EventRunRejected && ev.RunID == runID {
 			rejected = true
 		}
 		p.event(ev)
 		return !(ev.Kind == bus.EventRunFinished && ev.RunID == runID)
-	})
+	}, kinds...)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			err = cause
 		}
 		fmt.Fprintf(st.Stderr, "manifold: run %s: %v\n", runID, err)
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endWait)
+		defer cancel()
+		if o.cancelOnEnd && ctx.Err() != nil {
+			var reply bus.CancelRunReply
+			if cerr := callAPI(ectx, b.Conn(), bus.SubjectAPIRunsCancel, bus.CancelRunRequest{RunID: runID}, &reply); cerr != nil {
+				fmt.Fprintf(st.Stderr, "manifold: run %s: cancel: %v\n", runID, cerr)
+			}
+		}
+		if o.output == "json" {
+			// A report even now: the run's state as far as it is known,
+			// with the reason it was given up.
+			rep, rerr := coordinator.GetReport(ectx, b, runID)
+			if rerr != nil {
+				rep = &coordinator.Report{RunID: runID, Status: coordinator.RunQueued}
+			}
+			rep.Error = err.Error()
+			enc := json.NewEncoder(st.Stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(rep)
+		}
 		return ExitUnavailable
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

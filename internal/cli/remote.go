@@ -41,6 +41,12 @@ func remoteCmd(ctx context.Context, st IO, name, synopsis, about string, args []
 		fs.Usage()
 		return nil, nil, ExitInvalid, false
 	}
+	for _, runID := range pos { // status and cancel take a run ID
+		if err := bus.ValidToken(runID); err != nil {
+			fmt.Fprintf(st.Stderr, "manifold %s: run ID %v\n", name, err)
+			return nil, nil, ExitInvalid, false
+		}
+	}
 	b, err := conn.attach(ctx, st, "manifold-"+name)
 	if err != nil {
 		return nil, nil, connExit(st, name, err), false

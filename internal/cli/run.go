@@ -62,6 +62,7 @@ func runRun(ctx context.Context, st IO, args []string) int {
 	cf.register(fs, "override manifest data: key=value, repeatable; values are YAML scalars, dotted keys nest (app.port=80)")
 	fs.BoolVar(&noop, "noop", false, "report what would change without changing anything")
 	fs.BoolVar(&hcOnly, "health-check-only", false, "run health checks only")
+	fs.BoolVar(&hcOnly, "monitor-only", false, "alias of --health-check-only (CCM's name)")
 	fs.StringVar(&pool, "pool", "", "worker pool of resources that name no target (default: default)")
 	fs.BoolVar(&eachWorker, "each-worker", false, "run the manifest once on every live worker of --pool, each as a child run pinned to that worker")
 	fs.StringVar(&rr.idempotencyKey, "idempotency-key", "", "the same key never starts two runs: a repeat gets the first run's ID")

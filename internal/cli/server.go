@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/manifold-run/manifold/bus"
@@ -12,15 +13,26 @@ const serverAbout = `Runs a standalone NATS server with JetStream for manifold, 
 SIGTERM. Sites with their own NATS cluster do not need it. It prints the
 URL clients connect to.
 
+Without --config it admits no anonymous client: on first start it creates
+an nkey per role (submitter, coordinator, worker, admin) in the
+credentials directory (--credentials; default $MANIFOLD_CREDENTIALS, else
+/etc/manifold/credentials for root, ~/.config/manifold/credentials for
+others), mode 0600, where manifold's commands of the same user find them,
+and writes the NATS CLI context "manifold" (admin). --insecure-no-auth
+admits anyone who can reach the port instead.
+
 Accounts, users, TLS and anything else NATS supports go in a NATS server
-configuration file (--config); the flags override what it sets. For a
+configuration file (--config), which then governs authentication; the
+flags override what it sets. For a
 cluster give every server a --name, a --cluster address and --routes to
 the others; coordinators then provision with --replicas 3.`
 
 func runServer(ctx context.Context, st IO, args []string) int {
 	var (
-		cfg    bus.ServerConfig
-		routes string
+		cfg         bus.ServerConfig
+		routes      string
+		credentials string
+		noAuth      bool
 	)
 	fs := newFlags("server", "--listen HOST:PORT --store-dir DIR [flags]", serverAbout, st, args)
 	fs.StringVar(&cfg.Listen, "listen", "", "client address HOST:PORT (default 127.0.0.1:4222 without --config; port 0 picks a free one)")
@@ -30,6 +42,8 @@ func runServer(ctx context.Context, st IO, args []string) int {
 	fs.StringVar(&cfg.ClusterName, "cluster-name", "manifold", "cluster name")
 	fs.StringVar(&cfg.ClusterListen, "cluster", "", "cluster (route) address HOST:PORT; forms a cluster with --routes")
 	fs.StringVar(&routes, "routes", "", "routes to the other servers of the cluster, comma-separated (nats://host:port,...)")
+	fs.StringVar(&credentials, "credentials", "", "directory of the per-role nkeys, created on first start (default: $"+credentialsEnv+", else "+systemCredentialsDir+" for root, ~/.config/manifold/credentials for others)")
+	fs.BoolVar(&noAuth, "insecure-no-auth", false, "admit clients without credentials: anyone who reaches the port can run commands on every worker")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return flagExit(err)
@@ -42,8 +56,30 @@ func runServer(ctx context.Context, st IO, args []string) int {
 		fmt.Fprintln(st.Stderr, "manifold server: --store-dir is required")
 		return ExitInvalid
 	}
+	if cfg.ConfigFile != "" && (credentials != "" || noAuth) {
+		fmt.Fprintln(st.Stderr, "manifold server: --credentials and --insecure-no-auth apply without --config only (the file governs authentication)")
+		return ExitInvalid
+	}
+	if credentials != "" && noAuth {
+		fmt.Fprintln(st.Stderr, "manifold server: --credentials and --insecure-no-auth exclude each other")
+		return ExitInvalid
+	}
 	if cfg.Listen == "" && cfg.ConfigFile == "" {
 		cfg.Listen = "127.0.0.1:4222"
+	}
+	credDir := ""
+	if cfg.ConfigFile == "" && !noAuth {
+		dir, _, err := credentialsDir(credentials, st.Getenv, os.Geteuid())
+		if err != nil {
+			fmt.Fprintf(st.Stderr, "manifold server: %v\n", err)
+			return ExitInvalid
+		}
+		pubs, err := ensureCredentials(dir)
+		if err != nil {
+			fmt.Fprintf(st.Stderr, "manifold server: %v\n", err)
+			return ExitUnavailable
+		}
+		cfg.Config, credDir = serverAuthConfig(pubs), dir
 	}
 	if routes != "" {
 		if cfg.ClusterListen == "" {
@@ -63,6 +99,18 @@ func runServer(ctx context.Context, st IO, args []string) int {
 	}
 	defer srv.Shutdown()
 	fmt.Fprintf(st.Stdout, "manifold server listening on %s (JetStream store %s)\n", srv.ClientURL(), cfg.StoreDir)
+	switch {
+	case credDir != "":
+		fmt.Fprintf(st.Stdout, "manifold server: clients authenticate with the nkeys in %s (%s.nk, %s.nk, %s.nk, %s.nk)\n",
+			credDir, roleSubmitter, roleCoordinator, roleWorker, roleAdmin)
+		if path, err := writeNATSContext(st.Getenv, srv.ClientURL(), credDir); err != nil {
+			fmt.Fprintf(st.Stderr, "manifold server: nats CLI context not written: %v\n", err)
+		} else {
+			fmt.Fprintf(st.Stdout, "manifold server: nats CLI context %s (nats --context %s ...)\n", path, natsContextName)
+		}
+	case noAuth:
+		fmt.Fprintln(st.Stderr, "manifold server: WARNING: --insecure-no-auth: anyone who can connect can submit runs, that is run commands on every worker")
+	}
 	<-ctx.Done()
 	fmt.Fprintln(st.Stdout, "manifold server: shutting down")
 	return ExitOK

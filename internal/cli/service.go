@@ -59,6 +59,7 @@ func (s *serviceFlags) logger(w io.Writer) *slog.Logger {
 // returned cleanup flushes traces and closes the connection.
 func (s *serviceFlags) start(ctx context.Context, st IO, service, connName string) (*slog.Logger, func(), *nats.Conn, error) {
 	log := s.logger(st.Stderr).With("service", service)
+	s.conn.role = role(service)
 	var attrs []attribute.KeyValue
 	if s.instance != "" {
 		attrs = append(attrs, attribute.String("service.instance.id", s.instance), attribute.String("manifold."+service, s.instance))

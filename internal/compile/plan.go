@@ -195,5 +195,6 @@ func graph(m *schemas.Manifest, data map[string]any) *Plan {
 			}
 		}
 	}
+	autoEdges(m, p)
 	return p
 }

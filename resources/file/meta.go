@@ -5,7 +5,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/manifold-run/manifold/resources/ids"
 )
@@ -108,21 +110,36 @@ func (m meta) applyTo(path string, checked fs.FileInfo, have meta) error {
 	return nil
 }
 
+// tempInfix follows the target's name in the temporary files of
+// writeAtomic: ".NAME.manifold-<digits>".
+const tempInfix = ".manifold-"
+
+// staleTempAge is how old an unlocked temporary file must be before it is
+// removed as a dead writer's: a writer creates the file, then locks it.
+const staleTempAge = 5 * time.Second
+
 // writeAtomic replaces path with data: a temporary file in the same
 // directory is written, given mode and ownership (uid, gid -1: the
 // worker's), fsynced and renamed over path; the directory is then fsynced.
+// The temporary file is flock(2)ed until renamed, so temporary files of
+// path that a killed writer left are told apart and removed first.
 func writeAtomic(path string, data []byte, mode os.FileMode, uid, gid int) (err error) {
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".manifold-*")
+	removeStaleTemps(dir, filepath.Base(path))
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+tempInfix+"*")
 	if err != nil {
 		return err
 	}
+	renamed := false
 	defer func() {
-		if err != nil {
+		if err != nil && !renamed {
 			tmp.Close()
 			os.Remove(tmp.Name())
 		}
 	}()
+	if err = syscall.Flock(int(tmp.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
 	if _, err = tmp.Write(data); err != nil {
 		return err
 	}
@@ -143,10 +160,12 @@ func writeAtomic(path string, data []byte, mode os.FileMode, uid, gid int) (err 
 	if err = tmp.Sync(); err != nil {
 		return err
 	}
-	if err = tmp.Close(); err != nil {
+	// Renamed while still locked, then closed.
+	if err = os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	renamed = true
+	if err = tmp.Close(); err != nil {
 		return err
 	}
 	if d, derr := os.Open(dir); derr == nil {
@@ -154,6 +173,37 @@ func writeAtomic(path string, data []byte, mode os.FileMode, uid, gid int) (err 
 		d.Close()
 	}
 	return nil
+}
+
+// removeStaleTemps removes the temporary files of dir/base that a writer
+// killed before its rename left: regular files named .BASE.manifold-N,
+// unlocked and older than staleTempAge. Best effort: a file it cannot
+// judge is left.
+func removeStaleTemps(dir, base string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	prefix := "." + base + tempInfix
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" || !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		info, err := os.Lstat(p)
+		if err != nil || !info.Mode().IsRegular() || time.Since(info.ModTime()) < staleTempAge {
+			continue
+		}
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			_ = os.Remove(p)
+		}
+		f.Close()
+	}
 }
 
 // unixToFileMode turns unix mode bits (0o4755) into an os.FileMode, whose
