@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -646,4 +647,37 @@ func markerFiles(t *testing.T, dir string) []os.DirEntry {
 		t.Fatal(err)
 	}
 	return es
+}
+
+// TestFailureWorkerKilledCommandsDie: a worker SIGKILLed while a command
+// runs takes the command's processes with it, grandchildren of a shell
+// included, so a redelivered task never runs next to its first attempt.
+func TestFailureWorkerKilledCommandsDie(t *testing.T) {
+	t.Parallel()
+	c := failStart(t, 1)
+	c.coordinator(t, "coord-1")
+	w := c.worker(t, "w-doomed", "default")
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "sleep.pid")
+	m := writeFile(t, dir, "long.yaml", `resources:
+  - {type: exec, name: long, command: "/bin/sh -c 'sleep 600 & echo $! > `+pidFile+`; wait'", timeout: 15m}
+`)
+	c.submit(t, m)
+	lines := waitMarker(t, pidFile, 1, 30*time.Second)
+	pid, err := strconv.Atoi(strings.TrimSpace(lines[0]))
+	if err != nil {
+		t.Fatalf("pid file: %q", lines)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the command's sleep is not running: %v", err)
+	}
+	w.kill(t)
+	distEventually(t, 10*time.Second, fmt.Sprintf("the command's grandchild %d is gone", pid), func() (bool, string) {
+		// Gone, or a zombie waiting for init: either way not running.
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return true, ""
+		}
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return err != nil || strings.Contains(string(st), ") Z "), string(st)
+	})
 }

@@ -74,7 +74,9 @@ func (OSRunner) Run(ctx context.Context, c Command) (CommandResult, error) {
 	if err := cmd.Start(); err != nil {
 		return CommandResult{ExitCode: -1}, fmt.Errorf("run %s: %w", c.Argv[0], err)
 	}
+	reaperNote('+', cmd.Process.Pid)
 	waitErr := cmd.Wait()
+	reaperNote('-', cmd.Process.Pid)
 	res := CommandResult{
 		ExitCode: exitCode(cmd.ProcessState),
 		Stdout:   stdout.Bytes(),

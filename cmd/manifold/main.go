@@ -12,9 +12,16 @@ import (
 
 	"github.com/manifold-run/manifold/internal/cli"
 	"github.com/manifold-run/manifold/internal/cueprobe"
+	"github.com/manifold-run/manifold/resources"
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == resources.ReaperCommand {
+		os.Exit(resources.Reaper(os.Stdin))
+	}
+	if exe, err := os.Executable(); err == nil {
+		resources.EnableReaper(exe)
+	}
 	if len(os.Args) == 3 && os.Args[1] == cueprobe.Command {
 		os.Exit(cueprobe.Child(os.Stdin, os.Stdout, os.Args[2]))
 	}
