@@ -95,5 +95,3 @@ func Reaper(r io.Reader) int {
 	}
 	return 0
 }
-
-
