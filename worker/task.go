@@ -234,7 +234,7 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 	defer cleanup()
 	// file(), template() and jet() read relative to the manifest's
 	// directory in the bundle.
-	scope := template.Scope{Data: task.Data, Facts: w.cfg.Facts, Environ: environ(), Dir: workDir}
+	scope := template.Scope{Data: task.Data, Facts: w.facts(), Environ: environ(), Dir: workDir}
 	if c := task.Resource.Control; c != nil {
 		run, why, err := control(c.If, c.Unless, scope)
 		if err != nil {
@@ -266,7 +266,7 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 		}
 	}
 	env := &resources.Env{Refresh: task.Refresh, Noop: task.Noop, WorkDir: workDir, Root: root, Runner: tracingRunner{w.cfg.Runner}, Logger: log,
-		HealthChecks: checks, HealthCheckOnly: task.HealthCheckOnly, Data: task.Data, Facts: w.cfg.Facts, Environ: scope.Environ}
+		HealthChecks: checks, HealthCheckOnly: task.HealthCheckOnly, Data: task.Data, Facts: scope.Facts, Environ: scope.Environ}
 	out := resources.Execute(ctx, res, env)
 	o := bus.Outcome{Status: bus.TaskStatus(out.Status), Changed: out.Changed, Refreshed: out.Refreshed,
 		Message: out.Message, Diff: out.Diff}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -43,6 +44,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Facts describe the host for templates and `manifold workers`.
 	Facts map[string]any
+	// GatherFacts, when set, is called every FactsInterval to refresh
+	// Facts (never per task); a failed refresh keeps the facts it had.
+	GatherFacts func(ctx context.Context) (map[string]any, error)
+	// FactsInterval is how often GatherFacts runs. Defaults to 10 minutes.
+	FactsInterval time.Duration
 	// Version is reported in the workers bucket.
 	Version string
 	// TracerProvider defaults to otel's global provider.
@@ -104,11 +110,13 @@ func (cfg Config) validate() error {
 
 // Worker executes tasks of its pools.
 type Worker struct {
-	cfg    Config
-	bus    *bus.Bus
-	log    *slog.Logger
-	tracer trace.Tracer
-	slots  chan struct{}
+	cfg Config
+	// currentFacts holds the facts of the last refresh (nil: cfg.Facts).
+	currentFacts atomic.Pointer[map[string]any]
+	bus          *bus.Bus
+	log          *slog.Logger
+	tracer       trace.Tracer
+	slots        chan struct{}
 
 	metrics *metrics
 
@@ -194,6 +202,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.wg.Go(func() { w.take(takeCtx, killCtx, pools[i], c) })
 	}
 	w.wg.Go(func() { w.heartbeat(takeCtx) })
+	if w.cfg.GatherFacts != nil {
+		w.wg.Go(func() { w.refreshFacts(takeCtx) })
+	}
 	w.wg.Go(func() { <-takeCtx.Done(); stopOnParent() })
 	w.stopCancels = stopCancels
 	return nil
@@ -305,7 +316,7 @@ func (w *Worker) register(ctx context.Context) error {
 	w.runMu.Unlock()
 	slices.Sort(running)
 	reg := Registration{Name: w.cfg.Name, Pools: w.cfg.Pools, Concurrency: w.cfg.Concurrency, Running: running,
-		Version: w.cfg.Version, Facts: w.cfg.Facts, Started: startTime, Seen: time.Now().UTC()}
+		Version: w.cfg.Version, Facts: w.facts(), Started: startTime, Seen: time.Now().UTC()}
 	data, _ := json.Marshal(reg)
 	if _, err := w.bus.Workers().Put(ctx, w.cfg.Name, data); err != nil {
 		return fmt.Errorf("worker: register: %w", err)
@@ -314,6 +325,39 @@ func (w *Worker) register(ctx context.Context) error {
 }
 
 var startTime = time.Now().UTC()
+
+// facts returns the host's current facts.
+func (w *Worker) facts() map[string]any {
+	if f := w.currentFacts.Load(); f != nil {
+		return *f
+	}
+	return w.cfg.Facts
+}
+
+// refreshFacts gathers the facts again every FactsInterval; the next
+// heartbeat publishes them and the next task renders with them.
+func (w *Worker) refreshFacts(ctx context.Context) {
+	t := time.NewTicker(cmp.Or(w.cfg.FactsInterval, DefaultFactsInterval))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f, err := w.cfg.GatherFacts(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					w.log.Warn("facts not refreshed; keeping the previous ones", "error", err)
+				}
+				continue
+			}
+			w.currentFacts.Store(&f)
+		}
+	}
+}
+
+// DefaultFactsInterval is the default of Config.FactsInterval.
+const DefaultFactsInterval = 10 * time.Minute
 
 func (w *Worker) heartbeat(ctx context.Context) {
 	every := max(w.bus.Config().WorkerTTL/3, 100*time.Millisecond)

@@ -2,11 +2,13 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -380,4 +382,33 @@ func TestWorkerTakesOnlyItsPools(t *testing.T) {
 	}
 	require.Equal(t, map[int]bool{1: true, 2: true}, got)
 	require.False(t, exists(filepath.Join(dir, "other")))
+}
+
+// Facts are gathered again on their interval, never per task: the workers
+// bucket and the templates of later tasks see the new ones.
+func TestFactsRefreshedOnTheirInterval(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	var gathered atomic.Int32
+	tb.start(t, worker.Config{Name: "w-facts", Facts: map[string]any{"gen": 0},
+		FactsInterval: 50 * time.Millisecond,
+		GatherFacts: func(context.Context) (map[string]any, error) {
+			return map[string]any{"gen": int(gathered.Add(1))}, nil
+		}})
+	data, err := tb.bus.Workers().WaitFor(t.Context(), "w-facts", func(v []byte) bool {
+		var reg worker.Registration
+		return json.Unmarshal(v, &reg) == nil && reg.Facts["gen"] != nil && reg.Facts["gen"].(float64) >= 2
+	})
+	require.NoError(t, err, "the registration never showed refreshed facts")
+	require.Contains(t, string(data), `"gen"`)
+
+	path := filepath.Join(t.TempDir(), "gen")
+	tb.publish(t, tb.task(1, schemas.Resource{Type: "file", Name: path,
+		Properties: map[string]any{"content": "gen={{ lookup('facts.gen') }}"}}))
+	o := tb.next(t)
+	require.Equal(t, bus.TaskChanged, o.Status, "%+v", o)
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NotEqual(t, "gen=0", string(got), "the task rendered the facts of the start")
+	require.Contains(t, string(got), "gen=")
 }

@@ -189,9 +189,14 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 	fs.DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task may go without an ack or progress signal before it is redelivered to another worker (running tasks signal progress every third of it); shared by the pool's workers, the last started sets it")
 	fs.Var(&cf.facts, "fact", "a fact, key=value, repeatable: dotted keys nest, values are YAML scalars; wins over gathered facts")
 	fs.StringVar(&cf.factsDir, "facts-dir", DefaultFactsDir, "directory of custom facts: facts.json, facts.yaml, facts.d/*.json|yaml")
+	fs.DurationVar(&cfg.FactsInterval, "facts-interval", worker.DefaultFactsInterval, "how often the facts are gathered again (never per task)")
 	fs.DurationVar(&drainTimeout, "drain-timeout", 0, "on shutdown, cancel tasks still running after this long (0: wait for them)")
 	if code, ok := parseNone(fs, st, "worker", args); !ok {
 		return code
+	}
+	if cfg.FactsInterval <= 0 {
+		fmt.Fprintln(st.Stderr, "manifold worker: --facts-interval must be more than 0")
+		return ExitInvalid
 	}
 	cfg.Pools = pools
 	if len(cfg.Pools) == 0 {
@@ -209,11 +214,13 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 		return ExitUnavailable
 	}
 	cfg.Bus, cfg.Registry, cfg.Logger, cfg.Version = b, workerRegistry(b), log, Version
-	// Gathered once at start: templates and `manifold workers` see them.
+	// Gathered at start, then every --facts-interval: templates and
+	// `manifold workers` see them; never per task.
 	if cfg.Facts, err = cf.gatherFacts(ctx, true); err != nil {
 		log.Error("cannot gather facts", "error", err)
 		return ExitInvalid
 	}
+	cfg.GatherFacts = func(ctx context.Context) (map[string]any, error) { return cf.gatherFacts(ctx, true) }
 	w, err := worker.New(cfg)
 	if err != nil {
 		log.Error("bad configuration", "error", err)
