@@ -6,6 +6,9 @@ import "errors"
 var (
 	// ErrNotFound: the key, object or message does not exist.
 	ErrNotFound = errors.New("bus: not found")
+	// ErrHistoryGone: a run's history was removed while it was read (the
+	// run ended: its report is stored).
+	ErrHistoryGone = errors.New("bus: history removed (the run ended)")
 	// ErrRevisionMismatch: a compare-and-swap lost against another writer.
 	ErrRevisionMismatch = errors.New("bus: revision mismatch")
 	// ErrExists: a create found the key already there.

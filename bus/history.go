@@ -281,6 +281,11 @@ func (h *History) check(it jetstream.MessagesContext) error {
 	h.mu.Lock()
 	read := h.read
 	h.mu.Unlock()
+	if newest == 0 && read < h.last {
+		// Facts that were there when the history was opened are gone:
+		// the run ended and its history was purged.
+		return fmt.Errorf("bus: history: %w", ErrHistoryGone)
+	}
 	if newest <= read {
 		return nil
 	}

@@ -276,6 +276,12 @@ func liveReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {
 		stop := context.AfterFunc(ctx, func() { hist.Stop(); close(done) })
 		e, err := hist.Next()
 		stop()
+		if errors.Is(err, bus.ErrHistoryGone) {
+			// The run ended while it was read: its stored report says how.
+			if fresh, _, lerr := loadRecord(ctx, b.Runs(), rec.RunID); lerr == nil && fresh.Status.Final() {
+				return runReport(ctx, b, fresh)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
