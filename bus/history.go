@@ -348,20 +348,46 @@ func (p *Pending) Wait(ctx context.Context) error {
 	if p.err != nil {
 		return p.err
 	}
+	stall := time.NewTimer(pubAckStall)
+	defer stall.Stop()
+	var err error
 	select {
 	case <-p.f.Ok():
 		return nil
-	case err := <-p.f.Err():
-		if noLeader(err) || errors.Is(err, nats.ErrTimeout) {
-			// A cluster electing a leader: publish again, waiting, with
-			// the no-leader retries (the message ID, if any, keeps one
-			// copy).
-			return p.b.publishData(ctx, p.subject, p.msgID, p.data, p.ctx)
-		}
-		return fmt.Errorf("bus: publish %s: %w", p.subject, err)
+	case <-stall.C:
+		err = nats.ErrTimeout // no acknowledgement yet: publish again
+	case err = <-p.f.Err():
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// A cluster electing a leader, or an acknowledgement lost with a node:
+	// publish again, and again, until it is stored or ctx ends (the
+	// message ID, if any, keeps one copy; a result record is the same put
+	// twice; an outcome twice is taken once).
+	for retryablePublish(err) {
+		if err = p.b.publishData(ctx, p.subject, p.msgID, p.data, p.ctx); err == nil {
+			return nil
+		}
+		t := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("bus: publish %s: %w", p.subject, err)
+		case <-t.C:
+		}
+	}
+	return fmt.Errorf("bus: publish %s: %w", p.subject, err)
+}
+
+// pubAckStall is how long Wait waits for an acknowledgement before it
+// publishes again.
+const pubAckStall = 10 * time.Second
+
+// retryablePublish reports whether a publication may have failed only
+// because the cluster was busy electing or lost the acknowledgement.
+func retryablePublish(err error) bool {
+	return noLeader(err) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // publishAsync publishes without waiting for the stream's acknowledgement.

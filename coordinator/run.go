@@ -283,9 +283,13 @@ func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) 
 func (r *run) flush(ctx context.Context) bool {
 	for len(r.pending) > 0 {
 		var failed []pendingTask
+		// Retries within Wait stop before the lease would lapse: then the
+		// run is handed off below.
+		wctx, cancel := context.WithDeadline(ctx, r.rec.LeaseUntil.Add(-writeRetryDelay))
 		for _, p := range r.pending {
-			if err := p.p.Wait(ctx); err != nil {
+			if err := p.p.Wait(wctx); err != nil {
 				if ctx.Err() != nil {
+					cancel()
 					r.handOff()
 					return false
 				}
@@ -293,6 +297,7 @@ func (r *run) flush(ctx context.Context) bool {
 				failed = append(failed, p)
 			}
 		}
+		cancel()
 		r.pending = r.pending[:0]
 		if len(failed) == 0 {
 			return true

@@ -27,6 +27,10 @@ func resultKey(t bus.Task) string {
 	return t.RunID + "." + strconv.Itoa(t.Task) + "." + strconv.Itoa(t.Attempt)
 }
 
+// publishPatience bounds how long a worker retries the publications of a
+// finished task (result records, outcomes) before it gives the task back.
+const publishPatience = 2 * time.Minute
+
 // handle executes one delivered task and answers it. A segment task
 // (ordering: manifest) holds several resources: each is executed in order
 // and answered by its own outcome as it finishes; a failed or skipped one
@@ -99,8 +103,13 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 			break // the coordinator takes the rest back and decides on them again
 		}
 	}
+	// Publications are retried while the cluster recovers (the task is
+	// kept in progress meanwhile), up to publishPatience: a task nak'd
+	// here runs again from its record only if that record was stored.
+	pctx, cancel := context.WithTimeout(final, publishPatience)
+	defer cancel()
 	for _, p := range pending {
-		if err := p.Wait(final); err != nil {
+		if err := p.Wait(pctx); err != nil {
 			log.Error("outcome not published; the task will be redelivered", "error", err)
 			_ = d.Nak(time.Second)
 			return
