@@ -283,9 +283,10 @@ func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) 
 func (r *run) flush(ctx context.Context) bool {
 	for len(r.pending) > 0 {
 		var failed []pendingTask
-		// Retries within Wait stop before the lease would lapse: then the
-		// run is handed off below.
-		wctx, cancel := context.WithDeadline(ctx, r.rec.LeaseUntil.Add(-writeRetryDelay))
+		// Retries within Wait stop before the lease would lapse (then the
+		// run is handed off below), but an acknowledgement gets at least
+		// publishWait.
+		wctx, cancel := context.WithDeadline(ctx, later(r.rec.LeaseUntil.Add(-writeRetryDelay), time.Now().Add(publishWait)))
 		for _, p := range r.pending {
 			if err := p.p.Wait(wctx); err != nil {
 				if ctx.Err() != nil {
@@ -551,6 +552,16 @@ func (r *run) leave(ctx context.Context, err error) {
 // writeRetryDelay is the pause between attempts of a write that got no
 // answer.
 const writeRetryDelay = 200 * time.Millisecond
+
+// publishWait is the least a task publication is waited on.
+const publishWait = 10 * time.Second
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
 
 // write stores the run's header (compare and swap), renewing the lease.
 func (r *run) write(ctx context.Context) error {
