@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,11 @@ func TestCUEEvaluationBounded(t *testing.T) {
 
 	c := failStart(t, 1)
 	c.coordinator(t, "coord-1")
+	// The API answers once the server has its subscription.
+	distEventually(t, 20*time.Second, "the coordinator's API answers", func() (bool, string) {
+		_, err := c.nc.Request("manifold.api.runs.list", []byte(`{}`), 2*time.Second)
+		return err == nil, fmt.Sprint(err)
+	})
 	var valid struct {
 		Valid  bool     `json:"valid"`
 		Errors []string `json:"errors"`
