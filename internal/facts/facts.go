@@ -19,6 +19,7 @@ import (
 	gnet "github.com/shirou/gopsutil/v4/net"
 
 	"github.com/manifold-run/manifold/internal/hiera"
+	"github.com/manifold-run/manifold/resources/template"
 )
 
 // Opts are the inputs of Gather.
@@ -223,27 +224,8 @@ func numbers(v any) any {
 // "network.interfaces.0.name"): keys through maps, indexes through lists.
 // An empty path returns all facts.
 func Query(facts map[string]any, path string) (any, bool) {
-	var cur any = facts
 	if path == "" {
-		return cur, true
+		return facts, true
 	}
-	for _, seg := range strings.Split(path, ".") {
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[seg]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		case []any:
-			i, err := strconv.Atoi(seg)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil, false
-			}
-			cur = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
+	return template.Walk(facts, strings.Split(path, "."))
 }

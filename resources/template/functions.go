@@ -101,7 +101,14 @@ func (s Scope) walk(path string) (any, bool) {
 	default:
 		return nil, false
 	}
-	for _, seg := range segs[1:] {
+	return Walk(cur, segs[1:])
+}
+
+// Walk follows path segments through nested maps and lists (a segment
+// indexes a list by its decimal position) and reports whether the value is
+// there.
+func Walk(cur any, segs []string) (any, bool) {
+	for _, seg := range segs {
 		switch c := cur.(type) {
 		case map[string]any:
 			v, ok := c[seg]
