@@ -106,6 +106,12 @@ type Task struct {
 	// carries only the fields that route and identify it. Workers read it
 	// with Bus.ResolveTask.
 	Ref string `json:"ref,omitempty"`
+	// Resumed is set on a task published again by a coordinator that took
+	// the run over (or republished it after a lost acknowledgement): a
+	// worker may hold a recorded outcome of it from an earlier message, so
+	// it looks for one before executing. A first delivery of a task not
+	// resumed has no recorded outcome and is executed without that lookup.
+	Resumed bool `json:"resumed,omitempty"`
 }
 
 // SegmentItem is one more resource of a segment task.

@@ -272,6 +272,7 @@ func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) 
 		task.Segment = append(task.Segment, item)
 	}
 	task.Deadline = deadline.UTC()
+	task.Resumed = resumed
 	r.pending = append(r.pending, pendingTask{task: task, ctx: spanCtx, p: r.c.bus.PublishTaskAsync(spanCtx, task)})
 }
 
@@ -314,6 +315,9 @@ func (r *run) flush(ctx context.Context) bool {
 		case <-time.After(writeRetryDelay):
 		}
 		for _, p := range failed {
+			// The first publication may have landed after all (a lost
+			// acknowledgement) and run: the worker looks for its record.
+			p.task.Resumed = true
 			r.pending = append(r.pending, pendingTask{task: p.task, ctx: p.ctx, p: r.c.bus.PublishTaskAsync(p.ctx, p.task)})
 		}
 	}

@@ -510,8 +510,9 @@ func TestFailurePoisonTasks(t *testing.T) {
 }
 
 // TestFailureFinishedTaskDeliveredAgain: a task attempt delivered again
-// after it finished (the same message published anew) is answered from the
-// worker's recorded outcome, not executed twice.
+// after it finished (the same message published anew by a resuming
+// coordinator) is answered from the worker's recorded outcome, not executed
+// twice.
 func TestFailureFinishedTaskDeliveredAgain(t *testing.T) {
 	t.Parallel()
 	c := failStart(t, 1)
@@ -552,8 +553,20 @@ func TestFailureFinishedTaskDeliveredAgain(t *testing.T) {
 	if err := c.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	// Without its message ID, so the stream stores it again.
-	if msg, err := c.nc.Request("manifold.tasks.default", task.Data, 5*time.Second); err != nil || !strings.Contains(string(msg.Data), `"stream"`) {
+	// Without its message ID, so the stream stores it again, and marked as
+	// a resuming coordinator marks the tasks it publishes again (a first
+	// delivery of a task not so marked cannot have a record and is
+	// executed without looking for one).
+	var again map[string]any
+	if err := json.Unmarshal(task.Data, &again); err != nil {
+		t.Fatal(err)
+	}
+	again["resumed"] = true
+	data, err := json.Marshal(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := c.nc.Request("manifold.tasks.default", data, 5*time.Second); err != nil || !strings.Contains(string(msg.Data), `"stream"`) {
 		t.Fatalf("publish the task again: %v", err)
 	}
 	select {

@@ -124,11 +124,16 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 // record. released is true when the worker's shutdown interrupted it.
 func (w *Worker) handleOne(ctx, traceCtx context.Context, d *bus.Delivery, task bus.Task, log *slog.Logger) (o bus.Outcome, released bool) {
 	ref := task.Resource.Ref()
-	if e, err := w.bus.Results().Get(ctx, resultKey(task)); err == nil {
-		if json.Unmarshal(e.Value, &o) == nil {
-			o.Replayed, o.Delivery = true, d.Attempt
-			log.Info("redelivered task answered from its recorded outcome", "status", o.Status)
-			return o, false
+	// Only a message delivered before, or published again by a resuming
+	// coordinator, can have a recorded outcome: a first delivery is
+	// executed without a lookup (a round trip per resource).
+	if d.Attempt > 1 || task.Resumed {
+		if e, err := w.bus.Results().Get(ctx, resultKey(task)); err == nil {
+			if json.Unmarshal(e.Value, &o) == nil {
+				o.Replayed, o.Delivery = true, d.Attempt
+				log.Info("redelivered task answered from its recorded outcome", "status", o.Status)
+				return o, false
+			}
 		}
 	}
 	w.metrics.started(task.Pool, d.Attempt)
