@@ -27,7 +27,6 @@ type batchMember struct {
 	env  *resources.Env
 	log  *slog.Logger
 	span trace.Span
-	ctx  context.Context // the member's span in the batch's execution context
 }
 
 // executeBatch executes items[k] and the items after it together when they
@@ -101,6 +100,8 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 	execCtx, cancelDeadline := context.WithDeadlineCause(execCtx, deadline, fmt.Errorf("timed out after %s (a batch of %d resources)", total, len(members)))
 	defer cancelDeadline()
 
+	// ctxs[i] is member i's span in the batch's execution context.
+	ctxs := make([]context.Context, len(members))
 	refs := make([]string, len(members))
 	links := make([]trace.Link, len(members))
 	for i := range members {
@@ -112,7 +113,7 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 			m.log = m.log.With("trace_id", m.span.SpanContext().TraceID().String(), "span_id", m.span.SpanContext().SpanID().String())
 			m.env.Logger = m.log
 		}
-		m.ctx = trace.ContextWithSpan(execCtx, m.span)
+		ctxs[i] = trace.ContextWithSpan(execCtx, m.span)
 		untrack := w.trackCancel(m.item.RunID, m.item.MsgID(), cancel)
 		defer untrack()
 		refs[i] = m.item.Resource.Ref()
@@ -120,10 +121,10 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 	}
 
 	var batch resources.Batch
-	for _, m := range members {
-		batch.Check(m.ctx, m.res, m.env)
+	for i, m := range members {
+		batch.Check(ctxs[i], m.res, m.env)
 	}
-	txCtx, txSpan := w.tracer.Start(members[0].ctx, "execute batch", trace.WithLinks(links...), trace.WithAttributes(
+	txCtx, txSpan := w.tracer.Start(ctxs[0], "execute batch", trace.WithLinks(links...), trace.WithAttributes(
 		attribute.String("manifold.batch.key", key), attribute.StringSlice("manifold.batch.refs", refs)))
 	if err := batch.Apply(txCtx); err != nil {
 		txSpan.SetStatus(codes.Error, err.Error())
@@ -133,7 +134,7 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 
 	var results []batchResult
 	for i, m := range members {
-		o := taskOutcome(execCtx, batch.Finish(m.ctx, i))
+		o := taskOutcome(execCtx, batch.Finish(ctxs[i], i))
 		o, released := w.settle(ctx, d, m.item, m.span, o, start, m.log)
 		results = append(results, batchResult{outcome: o, released: released})
 		if released || o.Status == bus.TaskFailed {

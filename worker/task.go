@@ -38,7 +38,9 @@ const publishPatience = 2 * time.Minute
 // rest back unexecuted and decides on them again. Each
 // outcome is recorded, then published; the task is acked once every
 // outcome is durable. A resource whose outcome was recorded by an earlier
-// delivery is answered from the record without executing.
+// delivery is answered from the record without executing. Consecutive
+// resources that form a batch (packages of one provider) are executed
+// together by executeBatch, then answered one by one as above.
 func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	var task bus.Task
 	if err := bus.Decode(d.Data(), &task); err != nil {
