@@ -90,7 +90,12 @@ func Execute(ctx context.Context, res Resource, env *Env) Outcome {
 		}
 		return out
 	}
-	out := execute(ctx, res, env)
+	return withHealthChecks(ctx, env, execute(ctx, res, env))
+}
+
+// withHealthChecks runs env's health checks after out, unless out failed,
+// and folds their results into it (see Execute).
+func withHealthChecks(ctx context.Context, env *Env, out Outcome) Outcome {
 	if out.Status == StatusFailed || len(env.HealthChecks) == 0 {
 		return out
 	}
@@ -132,29 +137,20 @@ func execute(ctx context.Context, res Resource, env *Env) (out Outcome) {
 		}
 	}()
 
-	if ctx.Err() != nil {
-		return failed(ctx, "check", context.Cause(ctx))
+	check, refresh, done := checkStage(ctx, res, env)
+	if done != nil {
+		return *done
 	}
-	check, err := step(ctx, "check", res, env, false)
-	if err != nil {
-		return failed(ctx, "check", err)
-	}
-	refresh := env.Refresh && refreshable(res)
-	if !check.Changed && !refresh {
-		return Outcome{Status: StatusStable, Message: check.Message}
-	}
+	return applyStage(ctx, res, env, check, refresh, false)
+}
 
-	if env.Noop {
-		return Outcome{
-			Status:    StatusChanged,
-			Changed:   true,
-			Noop:      true,
-			Refreshed: refresh,
-			Message:   wouldMessage(check, refresh),
-			Diff:      check.Diff,
-		}
-	}
-
+// applyStage applies res (CheckApply with apply=true) after a check that
+// found a change, then verifies it. An apply that finds nothing to do is
+// stable (someone converged the resource in between, or a refreshable type
+// declined the refresh), unless afterBatch: then a failed batch operation
+// (see Batch) may have converged it, and it counts as changed so that its
+// subscribers are refreshed.
+func applyStage(ctx context.Context, res Resource, env *Env, check Result, refresh, afterBatch bool) Outcome {
 	if ctx.Err() != nil {
 		return failed(ctx, "apply", context.Cause(ctx))
 	}
@@ -165,11 +161,49 @@ func execute(ctx context.Context, res Resource, env *Env) (out Outcome) {
 		return o
 	}
 	if !applied.Changed {
-		// Apply found nothing to do: someone converged it in between, or a
-		// refreshable type declined the refresh.
-		return Outcome{Status: StatusStable, Message: applied.Message}
+		if !afterBatch {
+			return Outcome{Status: StatusStable, Message: applied.Message}
+		}
+		applied.Changed = true
 	}
+	return verify(ctx, res, env, check, applied, refresh)
+}
 
+// checkStage is the engine's first stage: the check, and the decision it
+// leads to. done is the final Outcome when there is nothing to apply
+// (stable), the check failed, or env.Noop stops the execution here;
+// otherwise check is what the check found and refresh says whether a
+// refresh makes the resource act.
+func checkStage(ctx context.Context, res Resource, env *Env) (check Result, refresh bool, done *Outcome) {
+	end := func(o Outcome) (Result, bool, *Outcome) { return Result{}, false, &o }
+	if ctx.Err() != nil {
+		return end(failed(ctx, "check", context.Cause(ctx)))
+	}
+	check, err := step(ctx, "check", res, env, false)
+	if err != nil {
+		return end(failed(ctx, "check", err))
+	}
+	refresh = env.Refresh && refreshable(res)
+	if !check.Changed && !refresh {
+		return end(Outcome{Status: StatusStable, Message: check.Message})
+	}
+	if env.Noop {
+		return end(Outcome{
+			Status:    StatusChanged,
+			Changed:   true,
+			Noop:      true,
+			Refreshed: refresh,
+			Message:   wouldMessage(check, refresh),
+			Diff:      check.Diff,
+		})
+	}
+	return check, refresh, nil
+}
+
+// verify is the engine's last stage, after an apply that changed the
+// resource: the re-check (unless the type is a Rechecker whose Recheck()
+// is false), failing with ErrNotConverged when it still reports a change.
+func verify(ctx context.Context, res Resource, env *Env, check, applied Result, refresh bool) Outcome {
 	if rc, ok := res.(Rechecker); !ok || rc.Recheck() {
 		if ctx.Err() != nil {
 			return failed(ctx, "re-check", context.Cause(ctx))

@@ -49,3 +49,9 @@ func (m *metrics) finished(pool, typ string, o bus.Outcome) {
 	m.duration.Record(context.Background(), float64(o.DurationMS)/1000, metric.WithAttributes(
 		attribute.String("type", typ), attribute.String("status", string(o.Status)), attribute.String("pool", pool)))
 }
+
+// notRun ends the count of a task counted as started that was not executed
+// (a batch ended before it).
+func (m *metrics) notRun(pool string) {
+	m.inflight.Add(context.Background(), -1, metric.WithAttributes(m.worker, attribute.String("pool", pool)))
+}

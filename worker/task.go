@@ -38,7 +38,9 @@ const publishPatience = 2 * time.Minute
 // rest back unexecuted and decides on them again. Each
 // outcome is recorded, then published; the task is acked once every
 // outcome is durable. A resource whose outcome was recorded by an earlier
-// delivery is answered from the record without executing.
+// delivery is answered from the record without executing. Consecutive
+// resources that form a batch (packages of one provider) are executed
+// together by executeBatch, then answered one by one as above.
 func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	var task bus.Task
 	if err := bus.Decode(d.Data(), &task); err != nil {
@@ -78,10 +80,10 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		items = append(items, t)
 	}
 	var pending []*bus.Pending
+	var ahead []batchResult // outcomes of items[k:] executed ahead in a batch
 	for k, item := range items {
-		traceCtx := d.Ctx
+		traceCtx := itemTrace(d, task, k)
 		if k > 0 {
-			traceCtx = bus.WithTraceparent(context.Background(), task.Segment[k-1].Traceparent)
 			// Each resource of a segment has its own bound, within the
 			// segment's deadline.
 			if dl := time.Now().Add(item.Timeout()); item.Deadline.IsZero() || dl.Before(item.Deadline) {
@@ -92,9 +94,19 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 				item.Deadline = dl
 			}
 		}
-		ilog := w.log.With("run_id", item.RunID, "resource", item.Resource.Ref(), "manifest", item.Manifest,
-			"attempt", item.Attempt, "delivery", d.Attempt)
-		o, released := w.handleOne(ctx, traceCtx, d, item, ilog)
+		ilog := w.itemLog(item, d)
+		if len(ahead) == 0 {
+			ahead = w.executeBatch(ctx, d, task, items, k)
+		}
+		var (
+			o        bus.Outcome
+			released bool
+		)
+		if len(ahead) > 0 {
+			o, released, ahead = ahead[0].outcome, ahead[0].released, ahead[1:]
+		} else {
+			o, released = w.handleOne(ctx, traceCtx, d, item, ilog)
+		}
 		if released {
 			return // the worker is stopping: the whole task goes to another worker
 		}
@@ -120,36 +132,31 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	}
 }
 
+// itemTrace returns the trace context of item k of a segment task: the
+// delivery's for the first, the one the coordinator gave for the others.
+func itemTrace(d *bus.Delivery, task bus.Task, k int) context.Context {
+	if k == 0 {
+		return d.Ctx
+	}
+	return bus.WithTraceparent(context.Background(), task.Segment[k-1].Traceparent)
+}
+
+// itemLog is the logger of one resource of a task.
+func (w *Worker) itemLog(item bus.Task, d *bus.Delivery) *slog.Logger {
+	return w.log.With("run_id", item.RunID, "resource", item.Resource.Ref(), "manifest", item.Manifest,
+		"attempt", item.Attempt, "delivery", d.Attempt)
+}
+
 // handleOne executes one resource of a task, or answers it from its
 // record. released is true when the worker's shutdown interrupted it.
 func (w *Worker) handleOne(ctx, traceCtx context.Context, d *bus.Delivery, task bus.Task, log *slog.Logger) (o bus.Outcome, released bool) {
-	ref := task.Resource.Ref()
-	// Only a message delivered before, or published again by a resuming
-	// coordinator, can have a recorded outcome: a first delivery is
-	// executed without a lookup (a round trip per resource).
-	if d.Attempt > 1 || task.Resumed {
-		if e, err := w.bus.Results().Get(ctx, resultKey(task)); err == nil {
-			if json.Unmarshal(e.Value, &o) == nil {
-				o.Replayed, o.Delivery = true, d.Attempt
-				log.Info("redelivered task answered from its recorded outcome", "status", o.Status)
-				return o, false
-			}
-		}
+	if o, ok := w.recorded(ctx, d, task); ok {
+		o.Replayed, o.Delivery = true, d.Attempt
+		log.Info("redelivered task answered from its recorded outcome", "status", o.Status)
+		return o, false
 	}
 	w.metrics.started(task.Pool, d.Attempt)
-	_, span := w.tracer.Start(traceCtx, "execute "+ref, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
-		attribute.String("manifold.run_id", task.RunID),
-		attribute.String("manifold.root_run_id", task.RootRunID),
-		attribute.String("manifold.resource.ref", ref),
-		attribute.String("manifold.resource.type", task.Resource.Type),
-		attribute.String("manifold.resource.name", task.Resource.Name),
-		attribute.String("manifold.manifest", task.Manifest),
-		attribute.Int("manifold.attempt", task.Attempt),
-		attribute.Int("manifold.delivery", d.Attempt),
-		attribute.Bool("manifold.noop", task.Noop),
-		attribute.String("manifold.worker", w.cfg.Name),
-		attribute.String("manifold.pool", task.Pool),
-	))
+	span := w.startSpan(traceCtx, task, d.Attempt)
 	if log.Enabled(ctx, slog.LevelError) {
 		log = log.With("trace_id", span.SpanContext().TraceID().String(), "span_id", span.SpanContext().SpanID().String())
 	}
@@ -159,7 +166,48 @@ func (w *Worker) handleOne(ctx, traceCtx context.Context, d *bus.Delivery, task 
 	o = w.execute(trace.ContextWithSpan(execCtx, span), task, log)
 	untrack()
 	cancel(nil)
-	o.V, o.RunID, o.Task, o.Attempt, o.Ref = bus.Version, task.RunID, task.Task, task.Attempt, ref
+	return w.settle(ctx, d, task, span, o, start, log)
+}
+
+// recorded returns the outcome an earlier delivery recorded for task, if
+// any. Only a message delivered before, or published again by a resuming
+// coordinator, can have one: a first delivery is executed without a lookup
+// (a round trip per resource).
+func (w *Worker) recorded(ctx context.Context, d *bus.Delivery, task bus.Task) (o bus.Outcome, ok bool) {
+	if d.Attempt <= 1 && !task.Resumed {
+		return o, false
+	}
+	e, err := w.bus.Results().Get(ctx, resultKey(task))
+	if err != nil {
+		return o, false
+	}
+	return o, json.Unmarshal(e.Value, &o) == nil
+}
+
+// startSpan starts the span of one resource's execution, "execute <ref>",
+// under traceCtx.
+func (w *Worker) startSpan(traceCtx context.Context, task bus.Task, delivery int) trace.Span {
+	_, span := w.tracer.Start(traceCtx, "execute "+task.Resource.Ref(), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+		attribute.String("manifold.run_id", task.RunID),
+		attribute.String("manifold.root_run_id", task.RootRunID),
+		attribute.String("manifold.resource.ref", task.Resource.Ref()),
+		attribute.String("manifold.resource.type", task.Resource.Type),
+		attribute.String("manifold.resource.name", task.Resource.Name),
+		attribute.String("manifold.manifest", task.Manifest),
+		attribute.Int("manifold.attempt", task.Attempt),
+		attribute.Int("manifold.delivery", delivery),
+		attribute.Bool("manifold.noop", task.Noop),
+		attribute.String("manifold.worker", w.cfg.Name),
+		attribute.String("manifold.pool", task.Pool),
+	))
+	return span
+}
+
+// settle completes the outcome of one executed resource (started at
+// start), ends its span and counts it. released is true when the worker's
+// shutdown interrupted it: the task is then nak'd for another worker.
+func (w *Worker) settle(ctx context.Context, d *bus.Delivery, task bus.Task, span trace.Span, o bus.Outcome, start time.Time, log *slog.Logger) (bus.Outcome, bool) {
+	o.V, o.RunID, o.Task, o.Attempt, o.Ref = bus.Version, task.RunID, task.Task, task.Attempt, task.Resource.Ref()
 	o.Worker, o.Delivery, o.DurationMS = w.cfg.Name, d.Attempt, time.Since(start).Milliseconds()
 	if errors.Is(context.Cause(ctx), errStopping) && o.Status == bus.TaskFailed {
 		// Killed because this worker is shutting down, not because the
@@ -229,13 +277,9 @@ func (w *Worker) progress(ctx context.Context, d *bus.Delivery) func() {
 
 // execute runs the task through the registry and the engine.
 func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) bus.Outcome {
-	fail := func(format string, args ...any) bus.Outcome {
-		return bus.Outcome{Status: bus.TaskFailed, Error: fmt.Sprintf(format, args...)}
-	}
-	ref := task.Resource.Ref()
 	if !task.Deadline.IsZero() {
 		if time.Now().After(task.Deadline) {
-			return fail("task deadline %s passed before a worker took it", task.Deadline.Format(time.RFC3339))
+			return failOutcome("task deadline %s passed before a worker took it", task.Deadline.Format(time.RFC3339))
 		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadlineCause(ctx, task.Deadline, fmt.Errorf("timed out after %s", task.Timeout()))
@@ -243,35 +287,53 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 	}
 	workDir, cleanup, err := w.workDir(ctx, task)
 	if err != nil {
-		return fail("%s: %v", ref, err)
+		return failOutcome("%s: %v", task.Resource.Ref(), err)
 	}
 	defer cleanup()
+	res, env, early := w.prepare(task, workDir, log)
+	if early != nil {
+		return *early
+	}
+	return taskOutcome(ctx, resources.Execute(ctx, res, env))
+}
+
+func failOutcome(format string, args ...any) bus.Outcome {
+	return bus.Outcome{Status: bus.TaskFailed, Error: fmt.Sprintf(format, args...)}
+}
+
+// prepare builds the resource of task and its Env, working in workDir:
+// control guards, health checks, rendering, the registry. A non-nil early
+// outcome (skipped by control, failed to render) ends the task without
+// executing it.
+func (w *Worker) prepare(task bus.Task, workDir string, log *slog.Logger) (resources.Resource, *resources.Env, *bus.Outcome) {
+	end := func(o bus.Outcome) (resources.Resource, *resources.Env, *bus.Outcome) { return nil, nil, &o }
+	ref := task.Resource.Ref()
 	// file(), template() and jet() read relative to the manifest's
 	// directory in the bundle.
 	scope := template.Scope{Data: task.Data, Facts: w.facts(), Environ: environ(), Dir: workDir}
 	if c := task.Resource.Control; c != nil {
 		run, why, err := control(c.If, c.Unless, scope)
 		if err != nil {
-			return fail("%s: control: %v", ref, err)
+			return end(failOutcome("%s: control: %v", ref, err))
 		}
 		if !run {
-			return bus.Outcome{Status: bus.TaskSkipped, Message: why}
+			return end(bus.Outcome{Status: bus.TaskSkipped, Message: why})
 		}
 	}
 	checks, err := resources.ParseHealthChecks(task.Resource.HealthChecks, scope)
 	if err != nil {
-		return fail("%s: health_checks: %v", ref, err)
+		return end(failOutcome("%s: health_checks: %v", ref, err))
 	}
 	if task.HealthCheckOnly && len(checks) == 0 {
-		return bus.Outcome{Status: bus.TaskStable, Message: "health-check-only: resource not checked (no health checks declared)"}
+		return end(bus.Outcome{Status: bus.TaskStable, Message: "health-check-only: resource not checked (no health checks declared)"})
 	}
 	spec, err := resources.RenderSpec(task.Resource, scope)
 	if err != nil {
-		return fail("%v", err)
+		return end(failOutcome("%v", err))
 	}
 	res, err := w.cfg.Registry.New(spec)
 	if err != nil {
-		return fail("%v", err)
+		return end(failOutcome("%v", err))
 	}
 	root := workDir
 	if task.Entry != "" && workDir != "" {
@@ -281,7 +343,12 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 	}
 	env := &resources.Env{Refresh: task.Refresh, Noop: task.Noop, WorkDir: workDir, Root: root, Runner: tracingRunner{w.cfg.Runner}, Logger: log,
 		HealthChecks: checks, HealthCheckOnly: task.HealthCheckOnly, Data: task.Data, Facts: scope.Facts, Environ: scope.Environ}
-	out := resources.Execute(ctx, res, env)
+	return res, env, nil
+}
+
+// taskOutcome turns the engine's outcome into a task's; a deadline's cause
+// (ctx's) is named in the error.
+func taskOutcome(ctx context.Context, out resources.Outcome) bus.Outcome {
 	o := bus.Outcome{Status: bus.TaskStatus(out.Status), Changed: out.Changed, Refreshed: out.Refreshed,
 		Message: out.Message, Diff: out.Diff}
 	for _, hc := range out.HealthChecks {

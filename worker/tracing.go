@@ -21,6 +21,14 @@ type tracingRunner struct {
 	inner resources.CommandRunner
 }
 
+// LookPath finds programs as the inner runner does when it is a
+// resources.ProgramFinder (a replay runner knows the host it recorded),
+// else in PATH, so wrapping a runner does not change which providers can
+// manage the host.
+func (r tracingRunner) LookPath(name string) (string, error) {
+	return resources.LookPath(&resources.Env{Runner: r.inner}, name)
+}
+
 func (r tracingRunner) Run(ctx context.Context, cmd resources.Command) (resources.CommandResult, error) {
 	name := "command"
 	if len(cmd.Argv) > 0 {

@@ -122,6 +122,11 @@ type Worker struct {
 
 	bundles bundleDirs
 
+	// batchTypes remembers, by resource type, whether its resources are
+	// resources.Batchers (learnt from the first one built), so resources of
+	// other types are not built twice to find out.
+	batchTypes sync.Map
+
 	mu      sync.Mutex
 	cancel  context.CancelCauseFunc // stops taking tasks
 	kill    context.CancelCauseFunc // cancels running tasks

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/manifold-run/manifold/resources"
@@ -104,21 +105,28 @@ func (a *apt) Newer(ctx context.Context, name, installed string) (string, error)
 	return candidate, nil
 }
 
-// Install runs apt-get install, pinning version when given (and allowing
-// a downgrade to it).
-func (a *apt) Install(ctx context.Context, name, version, _ string) error {
+// Install runs one apt-get install for pkgs, pinning those with a version
+// (name=version, and --allow-downgrades when any is pinned).
+func (a *apt) Install(ctx context.Context, pkgs []Change) error {
 	argv := []string{"apt-get", "-y", "-q", "-o", "DPkg::Lock::Timeout=" + aptLockTimeout, "-o", "DPkg::Options::=--force-confold"}
-	if version == "" {
-		argv = append(argv, "install", name)
-	} else {
-		argv = append(argv, "--allow-downgrades", "install", name+"="+version)
+	if slices.ContainsFunc(pkgs, func(c Change) bool { return c.Version != "" }) {
+		argv = append(argv, "--allow-downgrades")
+	}
+	argv = append(argv, "install")
+	for _, c := range pkgs {
+		if c.Version == "" {
+			argv = append(argv, c.Name)
+		} else {
+			argv = append(argv, c.Name+"="+c.Version)
+		}
 	}
 	return mustSucceed(ctx, a.run, aptEnv, argv...)
 }
 
-// Remove runs apt-get remove (configuration files stay).
-func (a *apt) Remove(ctx context.Context, name string) error {
-	return mustSucceed(ctx, a.run, aptEnv, "apt-get", "-y", "-q", "-o", "DPkg::Lock::Timeout="+aptLockTimeout, "remove", name)
+// Remove runs one apt-get remove for names (configuration files stay).
+func (a *apt) Remove(ctx context.Context, names []string) error {
+	argv := []string{"apt-get", "-y", "-q", "-o", "DPkg::Lock::Timeout=" + aptLockTimeout, "remove"}
+	return mustSucceed(ctx, a.run, aptEnv, append(argv, names...)...)
 }
 
 // Compare orders Debian versions as dpkg does.

@@ -69,28 +69,7 @@ func TestConformanceRecorded(t *testing.T) {
 // missing, or where sl is already installed.
 func TestRealAptInstallRemove(t *testing.T) {
 	const name = "sl"
-	for _, p := range []string{"apt-get", "apt-cache", "dpkg-query"} {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Skipf("%s not found: not a Debian host", p)
-		}
-	}
-	if out, _ := exec.Command("id", "-u").Output(); strings.TrimSpace(string(out)) != "0" {
-		t.Skip("installing packages needs root")
-	}
-	if out, _ := exec.Command("dpkg-query", "-W", "-f=${db:Status-Status}", name).Output(); string(out) == "installed" {
-		t.Skipf("%s is installed on this host; the test needs it absent", name)
-	}
-	// Reaching the registry: download the package without installing it.
-	dl := exec.Command("apt-get", "-q", "-y", "--download-only", "install", name)
-	dl.Env = append(dl.Environ(), aptEnv...)
-	if out, err := dl.CombinedOutput(); err != nil {
-		t.Skipf("apt cannot fetch %s from its registry (run apt-get update?): %v\n%s", name, err, out)
-	}
-	t.Cleanup(func() {
-		rm := exec.Command("apt-get", "-q", "-y", "remove", name)
-		rm.Env = append(rm.Environ(), aptEnv...)
-		_ = rm.Run()
-	})
+	requireRealApt(t, name)
 
 	env := &resources.Env{Runner: resources.OSRunner{}}
 	snapshot := func(t *testing.T) string {
@@ -119,4 +98,89 @@ func TestRealAptInstallRemove(t *testing.T) {
 			t.Fatalf("still installed: %q", got)
 		}
 	})
+}
+
+// requireRealApt skips the test unless this is a Debian host where it runs
+// as root, none of names is installed and apt can fetch them all; it
+// removes them when the test ends.
+func requireRealApt(t *testing.T, names ...string) {
+	t.Helper()
+	for _, p := range []string{"apt-get", "apt-cache", "dpkg-query"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("%s not found: not a Debian host", p)
+		}
+	}
+	if out, _ := exec.Command("id", "-u").Output(); strings.TrimSpace(string(out)) != "0" {
+		t.Skip("installing packages needs root")
+	}
+	for _, name := range names {
+		if out, _ := exec.Command("dpkg-query", "-W", "-f=${db:Status-Status}", name).Output(); string(out) == "installed" {
+			t.Skipf("%s is installed on this host; the test needs it absent", name)
+		}
+	}
+	// Reaching the registry: download the packages without installing them.
+	dl := exec.Command("apt-get", append([]string{"-q", "-y", "--download-only", "install"}, names...)...)
+	dl.Env = append(dl.Environ(), aptEnv...)
+	if out, err := dl.CombinedOutput(); err != nil {
+		t.Skipf("apt cannot fetch %v from its registry (run apt-get update?): %v\n%s", names, err, out)
+	}
+	t.Cleanup(func() {
+		rm := exec.Command("apt-get", append([]string{"-q", "-y", "remove"}, names...)...)
+		rm.Env = append(rm.Environ(), aptEnv...)
+		_ = rm.Run()
+	})
+}
+
+// commandLog is the real runner, remembering what it ran.
+type commandLog struct {
+	mu    sync.Mutex
+	argvs [][]string
+}
+
+func (l *commandLog) Run(ctx context.Context, c resources.Command) (resources.CommandResult, error) {
+	l.mu.Lock()
+	l.argvs = append(l.argvs, c.Argv)
+	l.mu.Unlock()
+	return resources.OSRunner{}.Run(ctx, c)
+}
+
+// TestRealAptBatch installs two tiny real packages (hello, tree) in one
+// apt-get install and removes them in one apt-get remove, through
+// resources.Batch and the real runner. It skips itself as
+// TestRealAptInstallRemove does.
+func TestRealAptBatch(t *testing.T) {
+	names := []string{"hello", "tree"}
+	requireRealApt(t, names...)
+	for _, ensure := range []string{"present", "absent"} {
+		log := &commandLog{}
+		env := &resources.Env{Runner: log}
+		ctx := context.Background()
+		var b resources.Batch
+		for _, n := range names {
+			b.Check(ctx, newPackage(t, n, ensure, "").(*Package), env)
+		}
+		if err := b.Apply(ctx); err != nil {
+			t.Fatalf("%s: %v", ensure, err)
+		}
+		for i, n := range names {
+			if o := b.Finish(ctx, i); o.Status != resources.StatusChanged {
+				t.Fatalf("%s %s: %+v", ensure, n, o)
+			}
+		}
+		var aptGets [][]string
+		for _, a := range log.argvs {
+			if a[0] == "apt-get" {
+				aptGets = append(aptGets, a)
+			}
+		}
+		if len(aptGets) != 1 || !slices.Equal(aptGets[0][len(aptGets[0])-2:], names) {
+			t.Fatalf("%s: apt-get commands %q, want one naming %v", ensure, aptGets, names)
+		}
+		for _, n := range names {
+			out, _ := exec.Command("dpkg-query", "-W", "-f=${db:Status-Status}", n).Output()
+			if (string(out) == "installed") != (ensure == "present") {
+				t.Fatalf("%s: %s is %q", ensure, n, out)
+			}
+		}
+	}
 }

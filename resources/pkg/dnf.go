@@ -104,21 +104,35 @@ func (d *dnf) Newer(ctx context.Context, name, installed string) (string, error)
 	return "", fmt.Errorf("dnf check-update %s: exit 100 but no update line for it", name)
 }
 
-// Install runs dnf install (dnf downgrade for an older version).
-func (d *dnf) Install(ctx context.Context, name, version, installed string) error {
-	if version == "" {
-		return mustSucceed(ctx, d.run, nil, "dnf", "-y", "install", name)
+// Install runs one dnf install for pkgs (name-version for those with a
+// version), and one dnf downgrade for those whose version is older than
+// the installed one: dnf install refuses a downgrade.
+func (d *dnf) Install(ctx context.Context, pkgs []Change) error {
+	var install, downgrade []string
+	for _, c := range pkgs {
+		switch {
+		case c.Version == "":
+			install = append(install, c.Name)
+		case c.Installed != "" && d.Compare(c.Installed, c.Version) > 0:
+			downgrade = append(downgrade, c.Name+"-"+c.Version)
+		default:
+			install = append(install, c.Name+"-"+c.Version)
+		}
 	}
-	verb := "install"
-	if installed != "" && d.Compare(installed, version) > 0 {
-		verb = "downgrade"
+	if len(install) > 0 {
+		if err := mustSucceed(ctx, d.run, nil, append([]string{"dnf", "-y", "install"}, install...)...); err != nil {
+			return err
+		}
 	}
-	return mustSucceed(ctx, d.run, nil, "dnf", "-y", verb, name+"-"+version)
+	if len(downgrade) > 0 {
+		return mustSucceed(ctx, d.run, nil, append([]string{"dnf", "-y", "downgrade"}, downgrade...)...)
+	}
+	return nil
 }
 
-// Remove runs dnf remove.
-func (d *dnf) Remove(ctx context.Context, name string) error {
-	return mustSucceed(ctx, d.run, nil, "dnf", "-y", "remove", name)
+// Remove runs one dnf remove for names.
+func (d *dnf) Remove(ctx context.Context, names []string) error {
+	return mustSucceed(ctx, d.run, nil, append([]string{"dnf", "-y", "remove"}, names...)...)
 }
 
 // Compare orders an installed "[epoch:]version-release" against a wanted

@@ -8,4 +8,8 @@
 // from the real tools (testdata/), and every check and apply of a provider
 // holds resources.LockPackageManager for that provider: one package-manager
 // operation at a time in a worker.
+//
+// Package is a resources.Batcher: consecutive packages of one provider and
+// operation (BatchKey) are installed or removed by one package-manager
+// command (ApplyBatch), the lock held once for it.
 package pkg

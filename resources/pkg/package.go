@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/manifold-run/manifold/resources"
 )
@@ -51,14 +52,24 @@ type Manager interface {
 	// or "" when installed is the newest known. With installed "" it
 	// returns the version an install would bring, or "" when unknown.
 	Newer(ctx context.Context, name, installed string) (string, error)
-	// Install installs version of name ("" means the newest), upgrading
-	// or downgrading from installed ("" when absent).
-	Install(ctx context.Context, name, version, installed string) error
-	// Remove removes name.
-	Remove(ctx context.Context, name string) error
+	// Install installs, upgrades or downgrades pkgs, in one transaction
+	// when the manager can.
+	Install(ctx context.Context, pkgs []Change) error
+	// Remove removes names in one transaction.
+	Remove(ctx context.Context, names []string) error
 	// Compare orders installed against a wanted version: <0 older, 0 the
 	// same, >0 newer.
 	Compare(installed, want string) int
+}
+
+// Change is one package Manager.Install brings to a version.
+type Change struct {
+	// Name is the package.
+	Name string
+	// Version is the version to install; "" means the newest.
+	Version string
+	// Installed is the installed version; "" means not installed.
+	Installed string
 }
 
 // Providers are the package providers: apt and dnf.
@@ -73,6 +84,7 @@ type Package struct {
 
 var (
 	_ resources.Resource = (*Package)(nil)
+	_ resources.Batcher  = (*Package)(nil)
 	_ resources.Factory  = New
 )
 
@@ -136,68 +148,157 @@ func (p *Package) CheckApply(ctx context.Context, env *resources.Env, apply bool
 	}
 	defer unlock()
 
+	pl, err := p.assess(ctx, mgr)
+	if err != nil || !pl.res.Changed || !apply {
+		return pl.res, err
+	}
+	if pl.remove {
+		err = mgr.Remove(ctx, []string{p.name})
+	} else {
+		err = mgr.Install(ctx, []Change{pl.change})
+	}
+	if err != nil {
+		return resources.Result{}, fmt.Errorf("%s (provider %s): %w", pl.res.Message, provider, err)
+	}
+	pl.res.Message = pastTense(pl.res.Message)
+	return pl.res, nil
+}
+
+// BatchKey makes consecutive packages of one provider (chosen as
+// CheckApply chooses it) and one operation a batch: "<provider> install"
+// for present, latest and versions, "<provider> remove" for absent.
+func (p *Package) BatchKey(ctx context.Context, env *resources.Env) (string, error) {
+	if env == nil {
+		env = &resources.Env{}
+	}
+	_, provider, err := Providers.Select(ctx, env, p.provider)
+	if err != nil {
+		return "", err
+	}
+	if p.ensure == EnsureAbsent {
+		return provider + " remove", nil
+	}
+	return provider + " install", nil
+}
+
+// ApplyBatch installs members (or, for absent, removes them) with one
+// package-manager command: apt-get install a b=1.2 c, dnf install a b-1.2
+// c (dnf runs downgrades as a second command, dnf downgrade). It holds the
+// provider's lock once for the whole batch, and reads each member's state
+// again under it, as CheckApply does before it changes anything: a member
+// found converged by then is left out and reported unchanged.
+func (p *Package) ApplyBatch(ctx context.Context, env *resources.Env, members []resources.Batcher) ([]resources.Result, error) {
+	if env == nil {
+		env = &resources.Env{}
+	}
+	mgr, provider, err := Providers.Select(ctx, env, p.provider)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := resources.LockPackageManager(ctx, provider)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	results := make([]resources.Result, len(members))
+	var (
+		installs []Change
+		removes  []string
+		changes  []string // the members' messages, for the error
+	)
+	for i, m := range members {
+		q, ok := m.(*Package)
+		if !ok {
+			return nil, fmt.Errorf("a batch of packages holds a %T", m)
+		}
+		pl, err := q.assess(ctx, mgr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", q.name, err)
+		}
+		results[i] = pl.res
+		switch {
+		case !pl.res.Changed:
+			continue
+		case pl.remove != (p.ensure == EnsureAbsent):
+			return nil, fmt.Errorf("package %s (ensure %s) cannot join a batch led by %s (ensure %s)", q.name, q.ensure, p.name, p.ensure)
+		case pl.remove:
+			removes = append(removes, q.name)
+		default:
+			installs = append(installs, pl.change)
+		}
+		changes = append(changes, q.name+": "+pl.res.Message)
+		results[i].Message = pastTense(pl.res.Message)
+	}
+	switch {
+	case len(removes) > 0:
+		err = mgr.Remove(ctx, removes)
+	case len(installs) > 0:
+		err = mgr.Install(ctx, installs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s (provider %s): %w", strings.Join(changes, ", "), provider, err)
+	}
+	return results, nil
+}
+
+// plan is what a package needs, as read from the host.
+type plan struct {
+	// res is the check's result: Changed when something must be done.
+	res    resources.Result
+	change Change // what to install, unless remove
+	remove bool
+}
+
+// assess compares the installed version with ensure.
+func (p *Package) assess(ctx context.Context, mgr Manager) (plan, error) {
 	installed, err := mgr.Installed(ctx, p.name)
 	if err != nil {
-		return resources.Result{}, err
+		return plan{}, err
 	}
-	var (
-		want   string // the version to install; "" means the newest
-		remove bool
-		res    resources.Result
-	)
+	pl := plan{change: Change{Name: p.name, Installed: installed}}
 	switch p.ensure {
 	case EnsureAbsent:
 		if installed == "" {
-			return resources.Result{Message: "absent"}, nil
+			return plan{res: resources.Result{Message: "absent"}}, nil
 		}
-		remove = true
-		res = resources.Result{Changed: true, Message: "remove " + installed}
+		pl.remove = true
+		pl.res = resources.Result{Changed: true, Message: "remove " + installed}
 	case EnsurePresent:
 		if installed != "" {
-			return resources.Result{Message: "installed " + installed}, nil
+			return plan{res: resources.Result{Message: "installed " + installed}}, nil
 		}
-		res = resources.Result{Changed: true, Message: "install"}
+		pl.res = resources.Result{Changed: true, Message: "install"}
 	case EnsureLatest:
 		newer, err := mgr.Newer(ctx, p.name, installed)
 		if err != nil {
-			return resources.Result{}, err
+			return plan{}, err
 		}
 		if installed != "" && newer == "" {
-			return resources.Result{Message: "installed " + installed + " (latest)"}, nil
+			return plan{res: resources.Result{Message: "installed " + installed + " (latest)"}}, nil
 		}
 		if installed == "" && newer == "" {
 			// Ask the manager to install whatever it has; it fails clearly
 			// if it has nothing.
-			res = resources.Result{Changed: true, Message: "install"}
+			pl.res = resources.Result{Changed: true, Message: "install"}
 			break
 		}
-		want = newer
-		res = changeResult(installed, newer, 1)
+		pl.change.Version = newer
+		pl.res = changeResult(installed, newer, 1)
 	default:
-		want = string(p.ensure)
+		want := string(p.ensure)
+		pl.change.Version = want
 		if installed != "" {
 			c := mgr.Compare(installed, want)
 			if c == 0 {
-				return resources.Result{Message: "installed " + installed}, nil
+				return plan{res: resources.Result{Message: "installed " + installed}}, nil
 			}
-			res = changeResult(installed, want, -c)
+			pl.res = changeResult(installed, want, -c)
 		} else {
-			res = changeResult("", want, 1)
+			pl.res = changeResult("", want, 1)
 		}
 	}
-	if !apply {
-		return res, nil
-	}
-	if remove {
-		err = mgr.Remove(ctx, p.name)
-	} else {
-		err = mgr.Install(ctx, p.name, want, installed)
-	}
-	if err != nil {
-		return resources.Result{}, fmt.Errorf("%s (provider %s): %w", res.Message, provider, err)
-	}
-	res.Message = pastTense(res.Message)
-	return res, nil
+	return pl, nil
 }
 
 // changeResult words moving from installed to want: direction >0 is an

@@ -1,0 +1,184 @@
+package resources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Batcher is implemented by types whose resources can be converged together
+// when several come one after another on one worker, as mgmt groups
+// resources: the package type installs consecutive packages in one
+// package-manager transaction. Batch drives it; the caller decides which
+// consecutive resources form a batch (those of equal, non-empty BatchKey).
+// Types that do not implement it are always executed alone.
+type Batcher interface {
+	Resource
+	// BatchKey returns the key of the batches the resource may join under
+	// env, or "" when it is always executed alone. It may look at the host
+	// (to choose a provider) but never changes it. Resources of one type
+	// with equal keys can be applied by one ApplyBatch.
+	BatchKey(ctx context.Context, env *Env) (string, error)
+	// ApplyBatch converges members in one operation. They are of the
+	// receiver's type and batch key, the receiver first, and each was found
+	// changed by its check; env is the first member's. It returns one Result
+	// per member, in order, as CheckApply with apply=true would (Changed
+	// false for a member found converged already). An error means the
+	// operation as a whole failed; Batch then applies each member alone.
+	ApplyBatch(ctx context.Context, env *Env, members []Batcher) ([]Result, error)
+}
+
+// ErrBatchResults is wrapped by the error of Batch.Apply when ApplyBatch
+// returned a number of results other than its number of members.
+var ErrBatchResults = errors.New("batch apply returned the wrong number of results")
+
+// Batch executes resources that share a batch key so that those needing a
+// change are applied by one ApplyBatch, while each still gets the Outcome
+// Execute would give it alone. It runs in three phases, and a member's own
+// phases run under the context the caller gives for it (the worker's span
+// of that resource):
+//
+//	var b resources.Batch
+//	for each resource r:  i := b.Check(ctxOf(r), r, envOf(r)) // its check
+//	err := b.Apply(ctx)                                        // one ApplyBatch
+//	for each member i:    out := b.Finish(ctxOf(i), i)         // re-check, health checks
+//
+// Members keep their order, as if they ran one by one: the batch is the
+// members up to the first one that cannot join it (noop, health-check-only,
+// a refresh that makes it act) or whose check fails. That one and every
+// later member are executed alone by Finish, after the batch was applied
+// (a caller that stops at the first failure, as the worker does, never
+// executes them). When fewer than two members need a change, or ApplyBatch
+// fails, Finish applies each member alone (CheckApply with apply=true)
+// before re-checking it, so a failed operation still gives every member
+// its own precise outcome; one that the failed operation converged anyway
+// counts as changed. Health checks run in Finish, after the batch.
+//
+// A Batch is used by one goroutine; Finish is called once per member.
+type Batch struct {
+	members []batchMember
+	// closed is set once a member could not join or failed its check: the
+	// members after it are executed alone.
+	closed bool
+	// failed is set when ApplyBatch failed.
+	failed bool
+}
+
+type batchMember struct {
+	res   Batcher
+	env   *Env
+	alone bool     // executed alone by Finish
+	done  *Outcome // the check's final outcome (stable, failed)
+	check Result
+	// applied is this member's result of a successful ApplyBatch.
+	applied *Result
+}
+
+// Check adds res to the batch and, when it can join, runs its check (a
+// "check" span under ctx). It returns the member's index for Finish. A nil
+// env means the zero Env.
+func (b *Batch) Check(ctx context.Context, res Batcher, env *Env) int {
+	if env == nil {
+		env = &Env{}
+	}
+	m := batchMember{res: res, env: env}
+	if b.closed || env.Noop || env.HealthCheckOnly || (env.Refresh && refreshable(res)) {
+		m.alone, b.closed = true, true
+		b.members = append(b.members, m)
+		return len(b.members) - 1
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				o := failed(ctx, "execute", fmt.Errorf("panic: %v", r))
+				m.done = &o
+			}
+		}()
+		m.check, _, m.done = checkStage(ctx, res, env)
+	}()
+	if m.done != nil && m.done.Status == StatusFailed {
+		b.closed = true
+	}
+	b.members = append(b.members, m)
+	return len(b.members) - 1
+}
+
+// Apply applies every member whose check found a change with one
+// ApplyBatch of the first of them, in an "apply batch" span under ctx, when
+// there are at least two; otherwise it does nothing and Finish applies the
+// one alone. It returns ApplyBatch's error, after which Finish applies each
+// member alone. Call it once, after the last Check.
+func (b *Batch) Apply(ctx context.Context) (err error) {
+	var (
+		idx     []int
+		members []Batcher
+	)
+	for i, m := range b.members {
+		if !m.alone && m.done == nil {
+			idx = append(idx, i)
+			members = append(members, m.res)
+		}
+	}
+	if len(members) < 2 {
+		return nil
+	}
+	tracer := trace.SpanFromContext(ctx).TracerProvider().Tracer("github.com/manifold-run/manifold/resources")
+	ctx, span := tracer.Start(ctx, "apply batch", trace.WithAttributes(attribute.Int("manifold.batch.size", len(members))))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+		if err != nil {
+			b.failed = true
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
+	if ctx.Err() != nil {
+		return fmt.Errorf("apply batch: %w", context.Cause(ctx))
+	}
+	results, err := members[0].ApplyBatch(ctx, b.members[idx[0]].env, members)
+	if err != nil {
+		return err
+	}
+	if len(results) != len(members) {
+		return fmt.Errorf("%w: %d for %d members", ErrBatchResults, len(results), len(members))
+	}
+	for k, i := range idx {
+		b.members[i].applied = &results[k]
+	}
+	return nil
+}
+
+// Finish ends member i (an index Check returned) and returns its Outcome:
+// after a successful Apply its re-check, otherwise its own apply and
+// re-check (or, for a member executed alone, all of Execute), then its
+// health checks, under ctx. A panic in the resource becomes a failed
+// Outcome.
+func (b *Batch) Finish(ctx context.Context, i int) (out Outcome) {
+	m := b.members[i]
+	if m.alone {
+		return Execute(ctx, m.res, m.env)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			out = failed(ctx, "execute", fmt.Errorf("panic: %v", r))
+		}
+	}()
+	switch {
+	case m.done != nil:
+		out = *m.done
+	case m.applied != nil && !m.applied.Changed:
+		// Converged between its check and the batch.
+		out = Outcome{Status: StatusStable, Message: m.applied.Message}
+	case m.applied != nil:
+		out = verify(ctx, m.res, m.env, m.check, *m.applied, false)
+	default:
+		out = applyStage(ctx, m.res, m.env, m.check, false, b.failed)
+	}
+	return withHealthChecks(ctx, m.env, out)
+}

@@ -1,0 +1,165 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/resources"
+)
+
+// batchResult is the outcome of one resource executed in a batch.
+type batchResult struct {
+	outcome  bus.Outcome
+	released bool
+}
+
+// batchMember is one resource of a batch being executed.
+type batchMember struct {
+	item bus.Task
+	res  resources.Batcher
+	env  *resources.Env
+	log  *slog.Logger
+	span trace.Span
+}
+
+// executeBatch executes items[k] and the items after it together when they
+// form a batch: consecutive resources of one type that converges several
+// at once (resources.Batcher: packages installed in one package-manager
+// transaction) with equal batch keys. Only resources that decide nothing
+// on their own join: not in noop or health-check-only mode, no refresh, no
+// control guards, no retry, and not answered from a record of an earlier
+// delivery. It returns the members' outcomes in order, up to and including
+// the first failed one (or the one the worker's shutdown released), or nil
+// when items[k] starts no batch of at least two: it is then executed alone.
+//
+// Each member has its own span ("execute <ref>") holding its check and
+// re-check; the batch's apply is in an "execute batch" span under the first
+// member's, linked to the others'. The batch is bound by the sum of its
+// members' timeouts, within the segment's deadline.
+func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Task, items []bus.Task, k int) []batchResult {
+	n := k
+	for n < len(items) && w.mayBatch(items[n]) && items[n].Resource.Type == items[k].Resource.Type {
+		n++
+	}
+	if n-k < 2 || (!items[k].Deadline.IsZero() && time.Now().After(items[k].Deadline)) {
+		return nil
+	}
+	workDir, cleanup, err := w.workDir(ctx, items[k])
+	if err != nil {
+		return nil // executed alone, which reports the error
+	}
+	defer cleanup()
+
+	var (
+		members []batchMember
+		key     string
+	)
+	for _, item := range items[k:n] {
+		if _, ok := w.recorded(ctx, d, item); ok {
+			break // answered from its record, not executed
+		}
+		log := w.itemLog(item, d)
+		res, env, early := w.prepare(item, workDir, log)
+		if early != nil {
+			break
+		}
+		b, ok := res.(resources.Batcher)
+		w.batchTypes.Store(item.Resource.Type, ok)
+		if !ok {
+			break
+		}
+		kk, err := b.BatchKey(ctx, env)
+		if err != nil || kk == "" || (len(members) > 0 && kk != key) {
+			break
+		}
+		key = kk
+		members = append(members, batchMember{item: item, res: b, env: env, log: log})
+	}
+	if len(members) < 2 {
+		return nil
+	}
+
+	start := time.Now()
+	var total time.Duration
+	for _, m := range members {
+		total += m.item.Timeout()
+	}
+	deadline := start.Add(total)
+	if dl := members[0].item.Deadline; !dl.IsZero() && dl.Before(deadline) {
+		deadline = dl
+	}
+	execCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	execCtx, cancelDeadline := context.WithDeadlineCause(execCtx, deadline, fmt.Errorf("timed out after %s (a batch of %d resources)", total, len(members)))
+	defer cancelDeadline()
+
+	// ctxs[i] is member i's span in the batch's execution context.
+	ctxs := make([]context.Context, len(members))
+	refs := make([]string, len(members))
+	links := make([]trace.Link, len(members))
+	for i := range members {
+		m := &members[i]
+		w.metrics.started(m.item.Pool, d.Attempt)
+		m.span = w.startSpan(itemTrace(d, task, k+i), m.item, d.Attempt)
+		m.span.SetAttributes(attribute.String("manifold.batch.key", key), attribute.Int("manifold.batch.size", len(members)))
+		if m.log.Enabled(ctx, slog.LevelError) {
+			m.log = m.log.With("trace_id", m.span.SpanContext().TraceID().String(), "span_id", m.span.SpanContext().SpanID().String())
+			m.env.Logger = m.log
+		}
+		ctxs[i] = trace.ContextWithSpan(execCtx, m.span)
+		untrack := w.trackCancel(m.item.RunID, m.item.MsgID(), cancel)
+		defer untrack()
+		refs[i] = m.item.Resource.Ref()
+		links[i] = trace.Link{SpanContext: m.span.SpanContext()}
+	}
+
+	var batch resources.Batch
+	for i, m := range members {
+		batch.Check(ctxs[i], m.res, m.env)
+	}
+	txCtx, txSpan := w.tracer.Start(ctxs[0], "execute batch", trace.WithLinks(links...), trace.WithAttributes(
+		attribute.String("manifold.batch.key", key), attribute.StringSlice("manifold.batch.refs", refs)))
+	if err := batch.Apply(txCtx); err != nil {
+		txSpan.SetStatus(codes.Error, err.Error())
+		members[0].log.Warn("batch failed; each resource is applied alone", "batch", key, "resources", refs, "error", err)
+	}
+	txSpan.End()
+
+	var results []batchResult
+	for i, m := range members {
+		o := taskOutcome(execCtx, batch.Finish(ctxs[i], i))
+		o, released := w.settle(ctx, d, m.item, m.span, o, start, m.log)
+		results = append(results, batchResult{outcome: o, released: released})
+		if released || o.Status == bus.TaskFailed {
+			// The rest are not executed: the coordinator takes them back.
+			for _, rest := range members[i+1:] {
+				rest.span.SetAttributes(attribute.String("manifold.status", "not run"))
+				rest.span.AddEvent("not run: " + m.item.Resource.Ref() + " ended the segment before it")
+				rest.span.End()
+				w.metrics.notRun(rest.item.Pool)
+			}
+			break
+		}
+	}
+	return results
+}
+
+// mayBatch reports whether item may join a batch, before its resource is
+// built: it decides nothing on its own (no noop, health-check-only,
+// refresh, control guards or retry), and its type is not known to be
+// executed alone.
+func (w *Worker) mayBatch(item bus.Task) bool {
+	r := item.Resource
+	if item.Noop || item.HealthCheckOnly || item.Refresh || r.Control != nil || r.Retry > 0 {
+		return false
+	}
+	batches, known := w.batchTypes.Load(r.Type)
+	return !known || batches.(bool)
+}
