@@ -155,6 +155,11 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 			return
 		case e, ok := <-facts:
 			if !ok {
+				if ctx.Err() != nil {
+					// Stopping: the reader saw the cancellation first.
+					r.handOff()
+					return
+				}
 				r.log.Error("run: history reading stopped; another coordinator can resume it")
 				return
 			}
