@@ -2,10 +2,12 @@ package coordinator_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -73,7 +75,22 @@ func TestStandbyResumesTheRunOfACrashedCoordinator(t *testing.T) {
 	busA.Conn().Close()
 	a.Stop()
 
+	// The standby publishes the task in flight again, marked resumed, so
+	// a worker looks for a recorded outcome before executing it.
+	tasks := make(chan *nats.Msg, 16)
+	sub, err := b.Conn().ChanSubscribe(bus.TaskSubject(bus.DefaultPool), tasks)
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(t, b.Conn().Flush())
 	startCoordinator(t, srv, "coord-b", 500*time.Millisecond)
+	select {
+	case msg := <-tasks:
+		var task bus.Task
+		require.NoError(t, json.Unmarshal(msg.Data, &task))
+		require.True(t, task.Resumed, "%s", msg.Data)
+	case <-time.After(runDeadline):
+		t.Fatal("the standby did not publish the task in flight again")
+	}
 	startWorker(t, b)
 	rep, _ := tb.wait(t, runID)
 	require.Equal(t, coordinator.RunSucceeded, rep.Status, "%+v", rep)
