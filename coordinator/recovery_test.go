@@ -113,6 +113,14 @@ func TestStoppingCoordinatorHandsItsRunsOff(t *testing.T) {
 
 	startCoordinator(t, srv, "coord-b", time.Minute)
 	startWorker(t, b)
+	t.Cleanup(func() {
+		if t.Failed() { // what the standby found
+			e, err := b.Runs().Get(context.Background(), "run."+runID)
+			if err == nil {
+				t.Logf("run header: %s", e.Value)
+			}
+		}
+	})
 	rep, _ := tb.wait(t, runID)
 	require.Equal(t, coordinator.RunSucceeded, rep.Status, "%+v", rep)
 	require.Equal(t, 1, lines(t, join(dir, "first")))

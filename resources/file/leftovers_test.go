@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,12 +21,8 @@ func TestHelperWriter(t *testing.T) {
 	if target == "" {
 		t.Skip("helper process only")
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+tempInfix+"*")
+	tmp, err := createTemp(filepath.Dir(target), filepath.Base(target))
 	if err != nil {
-		fmt.Println("error:", err)
-		os.Exit(1)
-	}
-	if err := syscall.Flock(int(tmp.Fd()), syscall.LOCK_EX); err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
@@ -61,16 +56,20 @@ func TestStaleTempsRemoved(t *testing.T) {
 	}
 	_ = cmd.Wait()
 
-	// A live writer's file, held locked by this process.
-	live, err := os.CreateTemp(dir, ".app.conf"+tempInfix+"*")
+	if dead != tempPath(dir, "app.conf", 0) {
+		t.Fatalf("the first writer took %s, not slot 0", dead)
+	}
+	// A live writer's file, held locked by this process: slot 0 is taken
+	// (the dead writer's file is still fresh), so slot 1.
+	live, err := createTemp(dir, "app.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer live.Close()
-	if err := syscall.Flock(int(live.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
+	if live.Name() != tempPath(dir, "app.conf", 1) {
+		t.Fatalf("the second writer took %s, not slot 1", live.Name())
 	}
-	other := filepath.Join(dir, ".other.conf"+tempInfix+"123")
+	other := filepath.Join(dir, ".other.conf"+tempInfix+"3")
 	notOurs := filepath.Join(dir, ".app.conf"+tempInfix+"x1")
 	for _, p := range []string{other, notOurs} {
 		if err := os.WriteFile(p, nil, 0o600); err != nil {
@@ -84,7 +83,7 @@ func TestStaleTempsRemoved(t *testing.T) {
 		}
 	}
 	// A fresh, unlocked one (a writer between create and lock).
-	fresh := filepath.Join(dir, ".app.conf"+tempInfix+"42")
+	fresh := tempPath(dir, "app.conf", 2)
 	if err := os.WriteFile(fresh, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -100,5 +99,34 @@ func TestStaleTempsRemoved(t *testing.T) {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s was removed: %v", p, err)
 		}
+	}
+}
+
+// TestEveryTempSlotTaken: with every slot held by a live writer, a write
+// still lands (on a temporary file of another name) and leaves the slots
+// alone.
+func TestEveryTempSlotTaken(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "app.conf")
+	for range tempSlots {
+		f, err := createTemp(dir, "app.conf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+	}
+	o := execute(t, build(t, target, "present", map[string]any{"content": "x\n"}), resources.Env{})
+	if o.Status != resources.StatusChanged {
+		t.Fatalf("apply: %+v", o)
+	}
+	if got, _ := os.ReadFile(target); string(got) != "x\n" {
+		t.Fatalf("content %q", got)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != tempSlots+1 {
+		t.Fatalf("%d entries, want the %d held slots and the target", len(entries), tempSlots)
 	}
 }

@@ -1,11 +1,12 @@
 package file
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -111,8 +112,14 @@ func (m meta) applyTo(path string, checked fs.FileInfo, have meta) error {
 }
 
 // tempInfix follows the target's name in the temporary files of
-// writeAtomic: ".NAME.manifold-<digits>".
+// writeAtomic: ".NAME.manifold-<slot>".
 const tempInfix = ".manifold-"
+
+// tempSlots is how many temporary files of one target can exist at once:
+// writers of the same file at the same moment take the next free slot.
+// Slots keep a write O(1) in the size of the directory: the leftovers of
+// a killed writer are found by name, not by listing the directory.
+const tempSlots = 8
 
 // staleTempAge is how old an unlocked temporary file must be before it is
 // removed as a dead writer's: a writer creates the file, then locks it.
@@ -125,8 +132,7 @@ const staleTempAge = 5 * time.Second
 // path that a killed writer left are told apart and removed first.
 func writeAtomic(path string, data []byte, mode os.FileMode, uid, gid int) (err error) {
 	dir := filepath.Dir(path)
-	removeStaleTemps(dir, filepath.Base(path))
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+tempInfix+"*")
+	tmp, err := createTemp(dir, filepath.Base(path))
 	if err != nil {
 		return err
 	}
@@ -137,9 +143,6 @@ func writeAtomic(path string, data []byte, mode os.FileMode, uid, gid int) (err 
 			os.Remove(tmp.Name())
 		}
 	}()
-	if err = syscall.Flock(int(tmp.Fd()), syscall.LOCK_EX); err != nil {
-		return err
-	}
 	if _, err = tmp.Write(data); err != nil {
 		return err
 	}
@@ -175,34 +178,60 @@ func writeAtomic(path string, data []byte, mode os.FileMode, uid, gid int) (err 
 	return nil
 }
 
-// removeStaleTemps removes the temporary files of dir/base that a writer
-// killed before its rename left: regular files named .BASE.manifold-N,
-// unlocked and older than staleTempAge. Best effort: a file it cannot
-// judge is left.
-func removeStaleTemps(dir, base string) {
-	entries, err := os.ReadDir(dir)
+// tempPath is slot k of the temporary files of dir/base.
+func tempPath(dir, base string, k int) string {
+	return filepath.Join(dir, "."+base+tempInfix+strconv.Itoa(k))
+}
+
+// createTemp removes the temporary files of dir/base that a killed writer
+// left, then creates a temporary file in the first free slot and locks it
+// (flock, held until the file is closed). With every slot taken by live
+// writers it falls back to a random name.
+func createTemp(dir, base string) (*os.File, error) {
+	for k := range tempSlots {
+		removeIfStale(tempPath(dir, base, k))
+	}
+	for k := range tempSlots {
+		f, err := os.OpenFile(tempPath(dir, base, k), os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return lockTemp(f)
+	}
+	f, err := os.CreateTemp(dir, "."+base+tempInfix+"x*")
+	if err != nil {
+		return nil, err
+	}
+	return lockTemp(f)
+}
+
+func lockTemp(f *os.File) (*os.File, error) {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return f, nil
+}
+
+// removeIfStale removes p when it is a temporary file a killed writer
+// left: a regular file, unlocked and older than staleTempAge. Best effort:
+// a file it cannot judge is left.
+func removeIfStale(p string) {
+	info, err := os.Lstat(p)
+	if err != nil || !info.Mode().IsRegular() || time.Since(info.ModTime()) < staleTempAge {
+		return
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return
 	}
-	prefix := "." + base + tempInfix
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), prefix)
-		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" || !e.Type().IsRegular() {
-			continue
-		}
-		p := filepath.Join(dir, e.Name())
-		info, err := os.Lstat(p)
-		if err != nil || !info.Mode().IsRegular() || time.Since(info.ModTime()) < staleTempAge {
-			continue
-		}
-		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-		if err != nil {
-			continue
-		}
-		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
-			_ = os.Remove(p)
-		}
-		f.Close()
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+		_ = os.Remove(p)
 	}
 }
 
