@@ -491,6 +491,33 @@ func (b *Bus) PublishEventAsync(ctx context.Context, ev Event) *Pending {
 	return b.publishAsync(ctx, EventSubject(root, ev.RunID, ev.Kind), "", data)
 }
 
+// PublishEventNoAck publishes a progress event into the events stream
+// without asking for the stream's acknowledgement (a core publish on the
+// stream's subject): for the per-resource events of a run, which hold no
+// state, so that they cost the server one stored message and no reply.
+// Messages of one connection are stored in the order they were sent.
+func (b *Bus) PublishEventNoAck(ctx context.Context, ev Event) error {
+	ev.V = Version
+	if ev.Time.IsZero() {
+		ev.Time = nowUTC()
+	}
+	root := ev.RootRunID
+	if root == "" {
+		root = ev.RunID
+	}
+	data, err := encode(ev)
+	if err != nil {
+		return err
+	}
+	msg := nats.NewMsg(EventSubject(root, ev.RunID, ev.Kind))
+	msg.Data = data
+	InjectTrace(ctx, msg.Header)
+	if err := b.nc.PublishMsg(msg); err != nil {
+		return fmt.Errorf("bus: publish event: %w", err)
+	}
+	return nil
+}
+
 // PutResultAsync stores a finished task's outcome record in the results
 // bucket (see Results) without waiting.
 func (b *Bus) PutResultAsync(ctx context.Context, key string, value []byte) *Pending {

@@ -391,10 +391,13 @@ func (r *run) endSpan(i int, errText string) {
 	delete(r.spans, i)
 }
 
-// event publishes a progress event without waiting (events hold no state).
+// event publishes a progress event of a resource without waiting for its
+// acknowledgement (events hold no state).
 func (r *run) event(ctx context.Context, ev bus.Event) {
 	ev.RunID, ev.RootRunID, ev.Manifest = r.rec.RunID, r.rec.RootRunID, r.rec.Manifest
-	r.c.bus.PublishEventAsync(ctx, ev)
+	if err := r.c.bus.PublishEventNoAck(ctx, ev); err != nil {
+		r.log.Debug("event not published", "kind", ev.Kind, "error", err)
+	}
 }
 
 func (r *run) ref(i int) string { return r.plan.Manifest.Resources[i].Ref() }

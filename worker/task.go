@@ -231,10 +231,14 @@ func (w *Worker) settle(ctx context.Context, d *bus.Delivery, task bus.Task, spa
 
 // record stores a resource's outcome in the results bucket, then
 // publishes it, without waiting: the returned publications are waited for
-// before the task is acked.
+// before the task is acked. Only outcomes whose execution must not be
+// repeated are recorded: a resource that changed something or failed.
+// A stable or skipped one, or any in noop mode, changed nothing: a
+// redelivery checks it again, which is as cheap as a lookup and saves a
+// stored message per converged resource.
 func (w *Worker) record(ctx context.Context, task bus.Task, o bus.Outcome, log *slog.Logger) []*bus.Pending {
 	var ps []*bus.Pending
-	if !o.Replayed {
+	if !o.Replayed && mustRecord(task, o) {
 		if data, err := json.Marshal(o); err == nil {
 			ps = append(ps, w.bus.PutResultAsync(ctx, resultKey(task), data))
 		}
@@ -250,15 +254,25 @@ func (w *Worker) record(ctx context.Context, task bus.Task, o bus.Outcome, log *
 	return ps
 }
 
+// mustRecord reports whether o, an outcome of task, is recorded for
+// redeliveries.
+func mustRecord(task bus.Task, o bus.Outcome) bool {
+	if task.Noop {
+		return false
+	}
+	return o.Status != bus.TaskStable && o.Status != bus.TaskSkipped
+}
+
 // progress tells the server the task is being worked on, so a live
 // worker's long task is never redelivered. The returned func stops it.
 func (w *Worker) progress(ctx context.Context, d *bus.Delivery) func() {
 	every := max(w.bus.Config().TaskAckWait/3, 50*time.Millisecond)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	// At once too: the AckWait clock has run since the server delivered
-	// the message, not since the work started.
-	_ = d.InProgress()
+	// The first signal a third of AckWait from now: the message was
+	// fetched just before (Consumer.Next fetches one when a slot is free;
+	// reserve signals while a task waits for one), and most tasks end
+	// sooner, so they cost the server no signal at all.
 	go func() {
 		defer close(done)
 		t := time.NewTicker(every)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/manifold-run/manifold/bus"
@@ -411,4 +412,42 @@ func TestFactsRefreshedOnTheirInterval(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, "gen=0", string(got), "the task rendered the facts of the start")
 	require.Contains(t, string(got), "gen=")
+}
+
+// TestOnlyOutcomesThatMustNotRepeatAreRecorded: a changed or failed
+// outcome is recorded for redeliveries; a stable one, and any in noop
+// mode, is not (a redelivery checks it again, changing nothing).
+func TestOnlyOutcomesThatMustNotRepeatAreRecorded(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	tb.start(t, worker.Config{})
+	path := filepath.Join(t.TempDir(), "f")
+	file := schemas.Resource{Type: "file", Name: path, Properties: map[string]any{"content": "x"}}
+	noop := tb.task(0, file)
+	noop.Noop = true
+	changed := tb.task(1, file)
+	stable := tb.task(2, file)
+	failed := tb.task(3, schemas.Resource{Type: "exec", Name: "false", Properties: map[string]any{"command": "/bin/false"}})
+	want := map[int]bus.TaskStatus{0: bus.TaskChanged, 1: bus.TaskChanged, 2: bus.TaskStable, 3: bus.TaskFailed}
+	for _, task := range []bus.Task{noop, changed, stable, failed} {
+		tb.publish(t, task) // one at a time: the file changes on the second
+		o := tb.next(t)
+		require.Equal(t, want[o.Task], o.Status, "%+v", o)
+	}
+	// A task is acked once its record is stored: with the work queue
+	// empty, every record that will be there is.
+	js, err := jetstream.New(tb.bus.Conn())
+	require.NoError(t, err)
+	eventually(t, "every task acked", func() bool {
+		st, err := js.Stream(t.Context(), bus.StreamTasks)
+		return err == nil && st.CachedInfo().State.Msgs == 0
+	})
+	for task, recorded := range map[int]bool{0: false, 1: true, 2: false, 3: true} {
+		_, err := tb.bus.Results().Get(t.Context(), tb.runID+"."+strconv.Itoa(task)+".1")
+		if recorded {
+			require.NoError(t, err, "task %d", task)
+		} else {
+			require.ErrorIs(t, err, bus.ErrNotFound, "task %d", task)
+		}
+	}
 }
