@@ -117,6 +117,9 @@ type Coordinator struct {
 	bundles bundleCache
 	driving driving
 
+	slotsMu sync.Mutex
+	slots   map[string]slotCount // by pool (spreadOf)
+
 	mu      sync.Mutex
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup

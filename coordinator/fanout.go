@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/schemas"
@@ -13,17 +15,19 @@ import (
 // registration is what the coordinator reads of a worker's entry in the
 // workers bucket.
 type registration struct {
-	Name  string   `json:"name"`
-	Pools []string `json:"pools"`
+	Name        string   `json:"name"`
+	Pools       []string `json:"pools"`
+	Concurrency int      `json:"concurrency"`
 }
 
-// liveWorkers returns the names of the live workers of pool, sorted.
-func liveWorkers(ctx context.Context, b *bus.Bus, pool string) ([]string, error) {
+// poolWorkers returns the registrations of the live workers of pool,
+// sorted by name.
+func poolWorkers(ctx context.Context, b *bus.Bus, pool string) ([]registration, error) {
 	keys, err := b.Workers().Keys(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var names []string
+	var regs []registration
 	for _, k := range keys {
 		e, err := b.Workers().Get(ctx, k)
 		if err != nil {
@@ -31,10 +35,66 @@ func liveWorkers(ctx context.Context, b *bus.Bus, pool string) ([]string, error)
 		}
 		var reg registration
 		if json.Unmarshal(e.Value, &reg) == nil && slices.Contains(reg.Pools, pool) {
-			names = append(names, reg.Name)
+			regs = append(regs, reg)
 		}
 	}
-	slices.Sort(names)
+	slices.SortFunc(regs, func(a, b registration) int { return strings.Compare(a.Name, b.Name) })
+	return regs, nil
+}
+
+// spreadOf is how many task messages the ready resources of a new run are
+// shared among (machine.spread): twice the slots (concurrency) of the live
+// workers of its pool, so every slot has work and the next segment waits
+// for it; 0 (one resource per task) in manifest ordering, which has
+// segments of its own, for runs too small to gain from it, for runs pinned
+// to a worker and while the pool has no worker. The pool's slots are
+// looked up at most every spreadTTL.
+func (c *Coordinator) spreadOf(ctx context.Context, rec *record, p *Plan) int {
+	if p.Manifest.Ordering != schemas.OrderingGraph || len(p.Manifest.Resources) <= maxSegment || rec.Request.PinWorker != "" {
+		return 0
+	}
+	pool := rec.Request.Pool
+	c.slotsMu.Lock()
+	defer c.slotsMu.Unlock()
+	if e, ok := c.slots[pool]; ok && time.Since(e.at) < spreadTTL {
+		return 2 * e.n
+	}
+	regs, err := poolWorkers(ctx, c.bus, pool)
+	if err != nil {
+		c.log.Warn("workers not listed; resources are sent one per task", "pool", pool, "error", err)
+		return 0
+	}
+	n := 0
+	for _, reg := range regs {
+		n += max(reg.Concurrency, 1)
+	}
+	if c.slots == nil {
+		c.slots = map[string]slotCount{}
+	}
+	c.slots[pool] = slotCount{n: n, at: time.Now()}
+	return 2 * n
+}
+
+// spreadTTL is how long a pool's slot count is used before it is looked
+// up again.
+const spreadTTL = 2 * time.Second
+
+// slotCount is the slots of a pool's live workers, as of at.
+type slotCount struct {
+	n  int
+	at time.Time
+}
+
+// liveWorkers returns the names of the live workers of pool, sorted.
+func liveWorkers(ctx context.Context, b *bus.Bus, pool string) ([]string, error) {
+	regs, err := poolWorkers(ctx, b, pool)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(regs))
+	for i, reg := range regs {
+		names[i] = reg.Name
+	}
 	return names, nil
 }
 

@@ -81,6 +81,14 @@ type machine struct {
 	cancelled  bool
 	finished   bool
 	segments   bool // ordering: manifest hands out segments
+	// spread is, in ordering: graph, how many task messages the ready
+	// tasks are shared among: consecutive ready resources of one pool are
+	// handed out together, ceil(ready / spread) at a time (at most
+	// maxSegment), so a wide fan-out costs a task message per segment, not
+	// per resource, while every slot of the pool still gets work. Zero
+	// hands out one resource per task. It comes from the run header, so a
+	// replay decides the same.
+	spread int
 }
 
 func newMachine(p *Plan, pools []string, session sessionLookup) *machine {
@@ -248,6 +256,7 @@ func (m *machine) settle(cmds []command, i int, status bus.TaskStatus, message, 
 // run, dispatches the others (segments in manifest ordering), and reports
 // the end of the run.
 func (m *machine) schedule(cmds []command) []command {
+	most := m.segmentBound()
 	for len(m.ready) > 0 {
 		i := m.ready[0]
 		m.ready = m.ready[1:]
@@ -266,7 +275,7 @@ func (m *machine) schedule(cmds []command) []command {
 		}
 		n := 1
 		m.dispatchOne(i)
-		for m.segments && n < maxSegment && m.joins(i, i+n) {
+		for n < most && m.joins(i, i+n) {
 			m.dispatchOne(i + n)
 			m.tasks[i+n].seg, m.tasks[i+n].segAttempt = i, t.attempt
 			n++
@@ -297,11 +306,25 @@ func (m *machine) dispatchOne(i int) {
 	}
 }
 
+// segmentBound is how many resources a task message of this step may
+// hold: up to maxSegment in manifest ordering; in graph ordering the tasks
+// ready now shared among spread messages.
+func (m *machine) segmentBound() int {
+	if m.segments {
+		return maxSegment
+	}
+	if m.spread <= 0 {
+		return 1
+	}
+	return min(max((len(m.ready)+m.spread-1)/m.spread, 1), maxSegment)
+}
+
 // joins reports whether task j may run in the segment that starts at
 // first and ends at j-1: same pool, not an apply, not a subscriber of a
 // task in flight, and nothing outside the segment that must end first or
 // that would make it skipped. A failure in the segment stops it there: the
-// coordinator takes the rest back when it reads that outcome.
+// coordinator takes the rest back when it reads that outcome. In graph
+// ordering the resources of a segment are independent: each is ready now.
 func (m *machine) joins(first, j int) bool {
 	if j >= len(m.tasks) || m.tasks[j].status != bus.TaskPending || m.pools[j] != m.pools[first] {
 		return false
@@ -309,6 +332,9 @@ func (m *machine) joins(first, j int) bool {
 	r := m.plan.Manifest.Resources[j]
 	if r.Type == "apply" || len(m.plan.Subscribes[j]) > 0 || len(m.plan.External[j]) > 0 {
 		return false
+	}
+	if !m.segments {
+		return m.tasks[j].waiting == 0 && !m.stopped && m.skipReason(j) == ""
 	}
 	for _, p := range m.plan.Requires[j] {
 		if p >= first && p < j {

@@ -150,6 +150,10 @@ type record struct {
 	// Session holds the finished resources of the ancestors, by reference
 	// (type#name and type#alias), for a child's cross-manifest references.
 	Session map[string]sessionRef `json:"session,omitempty"`
+	// Spread is, for a run in graph ordering, how many task messages its
+	// ready resources are shared among (machine.spread), chosen when it
+	// started; 0 sends one resource per task.
+	Spread int `json:"spread,omitempty"`
 	// FanOut are the workers of an each-worker run, chosen when it started.
 	FanOut []string `json:"fan_out,omitempty"`
 	// Counts sum the run's resources by status, as of the last write.

@@ -92,6 +92,9 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 		return
 	}
 	r.plan = plan
+	if !resume || rec.Status == RunQueued {
+		rec.Spread = r.c.spreadOf(ctx, rec, plan)
+	}
 	r.m = newRunMachine(rec, plan)
 
 	hist, err := r.c.bus.OpenHistory(ctx, rec.RunID, func(read, newest uint64) {
@@ -518,10 +521,12 @@ func newRunMachine(rec *record, p *Plan) *machine {
 			pools[i] = bus.PinnedPool(rec.Request.PinWorker)
 		}
 	}
-	return newMachine(p, pools, func(ref string) (sessionRef, bool) {
+	m := newMachine(p, pools, func(ref string) (sessionRef, bool) {
 		s, ok := rec.Session[ref]
 		return s, ok
 	})
+	m.spread = rec.Spread
+	return m
 }
 
 // handOff releases the run's lease when this coordinator stops, so a
