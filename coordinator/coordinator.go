@@ -64,6 +64,13 @@ type Config struct {
 	// renewal; the owner renews it at a third of that. When it lapses (the
 	// owner died) another coordinator resumes the run. Defaults to 10s.
 	Lease time.Duration
+	// Compiled, when set, returns the plan the submitter of a root run
+	// compiled for it, so that the manifest is parsed and compiled once
+	// per process: the embedded engine of `manifold apply`, whose CLI
+	// compiled and validated the whole tree before submitting, with the
+	// same inputs (bundle, data, facts). It is asked when the run starts;
+	// a run resumed or without an entry is compiled from its bundle.
+	Compiled func(runID string) (*Plan, bool)
 	// ScanInterval is how often a coordinator looks for runs to resume.
 	// Defaults to a fifth of Lease, at most a second: a run handed off by
 	// a stopping coordinator is resumed within it.

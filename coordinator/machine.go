@@ -18,8 +18,15 @@ import (
 // predecessors; a task whose count reaches zero joins the ready queue; an
 // outcome touches only the task's dependents.
 
-// maxSegment bounds the resources of one segment task.
-const maxSegment = 64
+// maxSegment bounds the resources of one segment task in manifest
+// ordering, a chain whose segments follow one another: fewer, longer
+// segments are fewer round trips (2,000 files: 8 rather than 32).
+const maxSegment = 256
+
+// maxGraphSegment bounds the resources of one segment task in graph
+// ordering, whose segments run side by side: shorter ones spread better
+// over the pool's workers.
+const maxGraphSegment = 64
 
 // taskRT is a task's state in the machine.
 type taskRT struct {
@@ -84,7 +91,7 @@ type machine struct {
 	// spread is, in ordering: graph, how many task messages the ready
 	// tasks are shared among: consecutive ready resources of one pool are
 	// handed out together, ceil(ready / spread) at a time (at most
-	// maxSegment), so a wide fan-out costs a task message per segment, not
+	// maxGraphSegment), so a wide fan-out costs a task message per segment, not
 	// per resource, while every slot of the pool still gets work. Zero
 	// hands out one resource per task. It comes from the run header, so a
 	// replay decides the same.
@@ -316,7 +323,7 @@ func (m *machine) segmentBound() int {
 	if m.spread <= 0 {
 		return 1
 	}
-	return min(max((len(m.ready)+m.spread-1)/m.spread, 1), maxSegment)
+	return min(max((len(m.ready)+m.spread-1)/m.spread, 1), maxGraphSegment)
 }
 
 // joins reports whether task j may run in the segment that starts at

@@ -116,9 +116,9 @@ func TestMachineTransitions(t *testing.T) {
 			counts: Counts{Total: 4, Stable: 3, Failed: 1},
 		},
 		{
-			name:  "manifest ordering: a segment is at most 64 resources",
-			src:   execs("manifest", 70, nil),
-			start: "dispatch 0+64@1",
+			name:  "manifest ordering: a segment is at most 256 resources",
+			src:   execs("manifest", 300, nil),
+			start: "dispatch 0+256@1",
 		},
 		{
 			name:  "require: a failed requirement skips its dependents, transitively",

@@ -462,6 +462,11 @@ func (r *run) load(ctx context.Context) (*Plan, error) {
 	if r.rec.Request.EachWorker {
 		return r.fanOutPlan(ctx)
 	}
+	if r.rec.ParentRunID == "" && r.c.cfg.Compiled != nil {
+		if p, ok := r.c.cfg.Compiled(r.rec.RunID); ok {
+			return p, nil
+		}
+	}
 	return loadPlan(ctx, r.rec, r.c.bundle)
 }
 

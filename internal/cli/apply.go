@@ -146,6 +146,9 @@ func runApply(ctx context.Context, st IO, args []string) int {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitInvalid
 	}
+	// The coordinator runs the plan compiled above: same bundle, data
+	// and facts, compiled once.
+	eng.plans.put(req.RunID, tree.Plan)
 	return submitAndFollow(ctx, st, eng.bus, req, followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL, pre: tree.Plan.PreMessage, cancelOnEnd: true})
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,6 +31,33 @@ type embedded struct {
 	bus    *bus.Bus
 	coord  *coordinator.Coordinator
 	worker *worker.Worker
+	// plans hands the coordinator the plans this process compiled for
+	// the runs it submits (coordinator.Config.Compiled).
+	plans planHandoff
+}
+
+// planHandoff holds compiled plans by run ID until the coordinator takes
+// them, once.
+type planHandoff struct {
+	mu    sync.Mutex
+	plans map[string]*coordinator.Plan
+}
+
+func (h *planHandoff) put(runID string, p *coordinator.Plan) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.plans == nil {
+		h.plans = map[string]*coordinator.Plan{}
+	}
+	h.plans[runID] = p
+}
+
+func (h *planHandoff) take(runID string) (*coordinator.Plan, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.plans[runID]
+	delete(h.plans, runID)
+	return p, ok
 }
 
 // embeddedStorePrefix names the store directories of embedded engines in
@@ -85,7 +113,8 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 	if e.bus, err = bus.Open(octx, nc, bus.Config{MemoryStorage: true}); err != nil {
 		return nil, err
 	}
-	if e.coord, err = coordinator.New(coordinator.Config{Bus: e.bus, Logger: o.Logger, MaxDepth: o.MaxDepth, MaxTreeRuns: o.MaxTreeRuns, Name: "embedded"}); err != nil {
+	if e.coord, err = coordinator.New(coordinator.Config{Bus: e.bus, Logger: o.Logger, MaxDepth: o.MaxDepth, MaxTreeRuns: o.MaxTreeRuns, Name: "embedded",
+		Compiled: e.plans.take}); err != nil {
 		return nil, err
 	}
 	if err = e.coord.Start(ctx); err != nil {
