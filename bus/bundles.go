@@ -43,6 +43,13 @@ func (b *Bus) putObject(ctx context.Context, prefix string, data []byte) (string
 	return name, nil
 }
 
+// PutBlob stores data in the bundles store under a name made of prefix
+// and its digest (stored once whatever the callers) and returns the name;
+// GetBundle reads it back.
+func (b *Bus) PutBlob(ctx context.Context, prefix string, data []byte) (string, error) {
+	return b.putObject(ctx, prefix, data)
+}
+
 // GetBundle reads a bundle archive: ref is a name in the bundles store or
 // obj://bucket/key for an object in another object store bucket.
 func (b *Bus) GetBundle(ctx context.Context, ref string) ([]byte, error) {

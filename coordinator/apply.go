@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,8 +85,8 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 		fail(err)
 		return
 	}
-	session := make(map[string]sessionRef, len(rec.Session)+r.m.done)
-	for k, v := range rec.Session {
+	session := make(map[string]sessionRef, len(r.session)+r.m.done)
+	for k, v := range r.session {
 		session[k] = v
 	}
 	for j, t := range r.m.tasks {
@@ -106,9 +107,22 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 		PinWorker: rec.Request.PinWorker,
 	}
 	r.c.metrics.depth.Record(ctx, int64(child.Depth))
+	// A large session (a parent of many resources) is stored apart, once:
+	// the child's header, written at every lease renewal, stays small.
+	var sessionRef string
+	if data, err := json.Marshal(session); err != nil {
+		fail(err)
+		return
+	} else if len(data) > maxInlineSession {
+		if sessionRef, err = r.c.bus.PutBlob(ctx, "session-", data); err != nil {
+			fail(fmt.Errorf("store the session for the child run: %w", err))
+			return
+		}
+		session = nil
+	}
 	err = r.c.accept(ctx, spanCtx, req, &childOf{
 		parent: rec, task: i, attempt: t.attempt, depth: child.Depth, name: res.Name, chain: chain,
-		applyData: props.Data, denyApply: child.DenyApply, session: session, maxDepth: maxDepth,
+		applyData: props.Data, denyApply: child.DenyApply, session: session, sessionRef: sessionRef, maxDepth: maxDepth,
 	})
 	if err != nil {
 		fail(fmt.Errorf("start child run: %w", err))

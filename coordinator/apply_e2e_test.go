@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -208,5 +210,58 @@ func BenchmarkApplyLevel(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestApplyLargeSessionStoredApart: a parent of many resources hands its
+// children a session too large for a run header: it is stored apart
+// (session_ref), the child's header stays small, and references to the
+// parent's resources still work, from the child and from a grandchild
+// (require of a root resource, subscribe refreshing on a change).
+func TestApplyLargeSessionStoredApart(t *testing.T) {
+	t.Parallel()
+	e := startApplyEngine(t)
+	out := t.TempDir()
+	const n = 600
+	var root strings.Builder
+	root.WriteString("resources:\n  - exec:\n")
+	for i := range n {
+		fmt.Fprintf(&root, "      - r%03d: {command: /bin/true, creates: /}\n", i)
+	}
+	root.WriteString("  - {type: file, name: " + out + "/changed.txt, content: x}\n")
+	root.WriteString("  - {type: apply, name: child/manifest.yaml, require: [file#" + out + "/changed.txt]}\n")
+	files := map[string]string{
+		"manifest.yaml": root.String(),
+		"child/manifest.yaml": "resources:\n" +
+			"  - {type: exec, name: child-refresh, command: \"/bin/sh -c 'echo x >> " + out + "/refreshed'\", refreshonly: true, subscribe: [file#" + out + "/changed.txt]}\n" +
+			"  - {type: apply, name: grand/manifest.yaml}\n",
+		"child/grand/manifest.yaml": "resources:\n" +
+			"  - {type: exec, name: grand-one, command: \"/bin/sh -c 'echo x >> " + out + "/grand'\", require: [exec#r599]}\n",
+	}
+	ref, err := e.bus.PutBundle(t.Context(), applyArchive(t, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, _ := e.run(t, bus.RunRequest{Bundle: ref})
+	if rep.Status != RunSucceeded || rep.Counts != (Counts{Total: n + 2, Stable: n, Changed: 2}) {
+		t.Fatalf("want succeeded, %d stable and 2 changed, got %+v", n, rep.Counts)
+	}
+	for _, f := range []string{"refreshed", "grand"} {
+		if got, err := os.ReadFile(filepath.Join(out, f)); err != nil || string(got) != "x\n" {
+			t.Errorf("%s = %q, %v; want one line", f, got, err)
+		}
+	}
+	child := childRunID(rep.RunID, n+1, 1)
+	entry, err := e.bus.Runs().Get(t.Context(), runKey(child))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec record
+	if err := json.Unmarshal(entry.Value, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.SessionRef == "" || rec.Session != nil || len(entry.Value) > 8<<10 {
+		t.Fatalf("child header of %d bytes, session_ref %q, %d inline session entries: want the session stored apart",
+			len(entry.Value), rec.SessionRef, len(rec.Session))
 	}
 }

@@ -247,6 +247,9 @@ type childOf struct {
 	applyData map[string]any
 	denyApply bool
 	session   map[string]sessionRef
+	// sessionRef names the stored session when it is too large for the
+	// header (session is then nil).
+	sessionRef string
 }
 
 // accept records a new run (queued) and starts driving it. A request whose
@@ -264,7 +267,7 @@ func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, 
 		rec.RootRunID, rec.ParentRunID, rec.ParentTask, rec.Depth = parent.parent.RootRunID, parent.parent.RunID, parent.task, parent.depth
 		rec.ParentAttempt, rec.Chain, rec.ApplyData, rec.DenyApply = parent.attempt, parent.chain, parent.applyData, parent.denyApply
 		rec.ParentNoop = parent.parent.Request.Noop
-		rec.Session, rec.MaxDepth, rec.Entry = parent.session, parent.maxDepth, req.Entry
+		rec.Session, rec.SessionRef, rec.MaxDepth, rec.Entry = parent.session, parent.sessionRef, parent.maxDepth, req.Entry
 		rec.Manifest = parent.name
 	}
 	if err := bus.ValidToken(req.RunID); err != nil {

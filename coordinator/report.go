@@ -148,8 +148,12 @@ type record struct {
 	// MaxDepth is the run tree's depth limit.
 	MaxDepth int `json:"max_depth,omitempty"`
 	// Session holds the finished resources of the ancestors, by reference
-	// (type#name and type#alias), for a child's cross-manifest references.
-	Session map[string]sessionRef `json:"session,omitempty"`
+	// (type#name and type#alias), for a child's cross-manifest references,
+	// when it is small; a larger one is stored in the bundles store under
+	// SessionRef, so that the header does not grow with the ancestors'
+	// resources.
+	Session    map[string]sessionRef `json:"session,omitempty"`
+	SessionRef string                `json:"session_ref,omitempty"`
 	// Spread is, for a run in graph ordering, how many task messages its
 	// ready resources are shared among (machine.spread), chosen when it
 	// started; 0 sends one resource per task.
@@ -255,11 +259,14 @@ func runReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {
 
 // liveReport folds a running run's history over its plan.
 func liveReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {
+	session, err := loadSession(ctx, b, rec)
+	if err != nil {
+		return nil, err
+	}
 	var p *Plan
-	var err error
 	if rec.Request.EachWorker {
 		p = fanOutPlanOf(rec)
-	} else if p, err = loadPlan(ctx, rec, func(ctx context.Context, ref string) (*bundle.Bundle, error) {
+	} else if p, err = loadPlan(ctx, rec, session, func(ctx context.Context, ref string) (*bundle.Bundle, error) {
 		data, err := b.GetBundle(ctx, ref)
 		if err != nil {
 			return nil, err
@@ -268,7 +275,7 @@ func liveReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {
 	}); err != nil {
 		return nil, err
 	}
-	m := newRunMachine(rec, p)
+	m := newRunMachine(rec, session, p)
 	m.start()
 	hist, err := b.OpenHistory(ctx, rec.RunID, nil)
 	if err != nil {

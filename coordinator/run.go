@@ -38,6 +38,10 @@ type run struct {
 	span  trace.Span
 	spans map[int]trace.Span
 
+	// session is the ancestors' finished resources (record.Session, or
+	// the object record.SessionRef names).
+	session map[string]sessionRef
+
 	deadlines deadlineHeap
 	// pending are task publications awaiting the stream's ack.
 	pending []pendingTask
@@ -86,6 +90,11 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 	}
 	r.log = r.log.With("trace_id", span.SpanContext().TraceID().String(), "span_id", span.SpanContext().SpanID().String())
 
+	var err error
+	if r.session, err = loadSession(ctx, r.c.bus, rec); err != nil {
+		r.finishRejected(ctx, err)
+		return
+	}
 	plan, err := r.load(ctx)
 	if err != nil {
 		r.finishRejected(ctx, err)
@@ -95,7 +104,7 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 	if !resume || rec.Status == RunQueued {
 		rec.Spread = r.c.spreadOf(ctx, rec, plan)
 	}
-	r.m = newRunMachine(rec, plan)
+	r.m = newRunMachine(rec, r.session, plan)
 
 	hist, err := r.c.bus.OpenHistory(ctx, rec.RunID, func(read, newest uint64) {
 		r.log.Warn("run: history reader stalled; reading again on a new consumer", "read", read, "newest", newest)
@@ -467,12 +476,12 @@ func (r *run) load(ctx context.Context) (*Plan, error) {
 			return p, nil
 		}
 	}
-	return loadPlan(ctx, r.rec, r.c.bundle)
+	return loadPlan(ctx, r.rec, r.session, r.c.bundle)
 }
 
 // loadPlan rebuilds the plan of a run from its header: the manifest (inline
 // or from the bundle), data and session.
-func loadPlan(ctx context.Context, rec *record, open bundleOpener) (*Plan, error) {
+func loadPlan(ctx context.Context, rec *record, session map[string]sessionRef, open bundleOpener) (*Plan, error) {
 	req := rec.Request
 	var src []byte
 	var files func(string) ([]byte, error)
@@ -512,13 +521,33 @@ func loadPlan(ctx context.Context, rec *record, open bundleOpener) (*Plan, error
 		}
 	}
 	return PrepareWith(m, PrepareOpts{ApplyData: rec.ApplyData, Overrides: req.Data, Facts: req.Facts, Source: src, External: func(ref string) bool {
-		_, ok := rec.Session[ref]
+		_, ok := session[ref]
 		return ok
 	}, Files: files})
 }
 
+// maxInlineSession is the largest session (JSON bytes) kept in a child's
+// header; a larger one is stored apart (record.SessionRef).
+const maxInlineSession = 16 << 10
+
+// loadSession returns the ancestors' finished resources of a child run.
+func loadSession(ctx context.Context, b *bus.Bus, rec *record) (map[string]sessionRef, error) {
+	if rec.SessionRef == "" {
+		return rec.Session, nil
+	}
+	data, err := b.GetBundle(ctx, rec.SessionRef)
+	if err != nil {
+		return nil, fmt.Errorf("session of the parent run: %w", err)
+	}
+	var session map[string]sessionRef
+	if err := json.Unmarshal(data, &session); err != nil {
+		return nil, fmt.Errorf("session of the parent run %s: %w", rec.SessionRef, err)
+	}
+	return session, nil
+}
+
 // newRunMachine builds the state machine of a run from its header and plan.
-func newRunMachine(rec *record, p *Plan) *machine {
+func newRunMachine(rec *record, session map[string]sessionRef, p *Plan) *machine {
 	pools := make([]string, len(p.Manifest.Resources))
 	for i, res := range p.Manifest.Resources {
 		pools[i] = cmp.Or(res.Target, rec.Request.Pool)
@@ -527,7 +556,7 @@ func newRunMachine(rec *record, p *Plan) *machine {
 		}
 	}
 	m := newMachine(p, pools, func(ref string) (sessionRef, bool) {
-		s, ok := rec.Session[ref]
+		s, ok := session[ref]
 		return s, ok
 	})
 	m.spread = rec.Spread
