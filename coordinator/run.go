@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"cmp"
 	"container/heap"
 	"context"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -564,14 +566,17 @@ func newRunMachine(rec *record, session map[string]sessionRef, p *Plan) *machine
 }
 
 // handOff releases the run's lease when this coordinator stops, so a
-// standby resumes it at once instead of after the lease lapses.
+// standby resumes it at once instead of after the lease lapses. The write
+// is tried again for up to handOffWait while the bus does not answer (a
+// loaded server): a hand-off lost to one slow reply left the run to wait
+// for its whole lease.
 func (r *run) handOff() {
 	r.rec.LeaseUntil = time.Now().UTC()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), handOffWait)
 	defer cancel()
 	data, err := json.Marshal(r.rec)
 	if err == nil {
-		_, err = r.c.bus.Runs().Update(ctx, runKey(r.rec.RunID), data, r.rev)
+		err = r.update(ctx, data, time.Now().Add(handOffWait))
 	}
 	if err != nil {
 		r.log.Info("run left unfinished; another coordinator resumes it when its lease lapses", "error", err)
@@ -579,6 +584,9 @@ func (r *run) handOff() {
 	}
 	r.log.Info("run handed off: coordinator stopping; another coordinator resumes it")
 }
+
+// handOffWait bounds a stopping coordinator's hand-off of a run.
+const handOffWait = 5 * time.Second
 
 // leave stops driving the run after its header could not be written,
 // saying why: another coordinator took it over, or the bus failed (then
@@ -622,19 +630,38 @@ func (r *run) write(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return r.update(ctx, data, held)
+}
+
+// update writes data as the run's header by compare and swap on r.rev,
+// trying again while the bus does not answer, until until. A write whose
+// reply was lost may have landed: the mismatch that the next attempt then
+// meets is recognised (the stored header is data) and taken as success.
+// Any other mismatch is final: another coordinator owns the run.
+func (r *run) update(ctx context.Context, data []byte, until time.Time) error {
+	ambiguous := false
 	for {
 		rev, err := r.c.bus.Runs().Update(ctx, runKey(r.rec.RunID), data, r.rev)
 		if err == nil {
 			r.rev = rev
 			return nil
 		}
-		// A cluster that lost a node answers nothing while it elects a
-		// stream leader: try again while the claim holds. A revision
-		// mismatch is final (another owner, or a write whose reply was
-		// lost landed: recovery resumes the run).
-		if errors.Is(err, bus.ErrRevisionMismatch) || time.Now().Add(writeRetryDelay).After(held) {
+		if errors.Is(err, bus.ErrRevisionMismatch) {
+			if ambiguous {
+				if e, gerr := r.c.bus.Runs().Get(ctx, runKey(r.rec.RunID)); gerr == nil && bytes.Equal(e.Value, data) {
+					r.rev = e.Revision
+					return nil
+				}
+			}
 			return err
 		}
+		// A cluster that lost a node answers nothing while it elects a
+		// stream leader: try again while the claim holds (not on a
+		// connection closed for good).
+		if time.Now().Add(writeRetryDelay).After(until) || errors.Is(err, nats.ErrConnectionClosed) {
+			return err
+		}
+		ambiguous = true
 		r.log.Warn("run header not written, retrying", "error", err)
 		select {
 		case <-ctx.Done():
