@@ -254,7 +254,9 @@ func (l *eventLog) overheads(ctx context.Context, run string) ([]time.Duration, 
 func (c *cluster) latency(ctx context.Context, events *eventLog) *Latency {
 	cfg := c.h.cfg
 	lat := &Latency{ChainN: cfg.ChainN, Runs: cfg.Reps}
-	chain := filesSpec{dir: filepath.Join(c.dir, "chain"), n: cfg.ChainN, owner: c.h.id.owner, group: c.h.id.group, ordering: OrderingManifest}
+	// Each resource requires the one before: a task of its own (no
+	// segment), one in flight at a time.
+	chain := filesSpec{dir: filepath.Join(c.dir, "chain"), n: cfg.ChainN, owner: c.h.id.owner, group: c.h.id.group, ordering: OrderingGraph, chain: true}
 	one := filesSpec{dir: filepath.Join(c.dir, "one"), n: 1, owner: c.h.id.owner, group: c.h.id.group}
 	mChain, err := c.manifest(chain, "chain.yaml")
 	if err == nil {

@@ -31,6 +31,10 @@ type filesSpec struct {
 	// ordering is written when set (CCM knows no such key: leave it empty
 	// for a manifest CCM must read).
 	ordering Ordering
+	// chain makes each file require the one before it: with ordering
+	// graph, every resource is then a task of its own, one in flight at a
+	// time (no segments).
+	chain bool
 }
 
 // greeting is the data value every file's content is rendered from.
@@ -74,6 +78,9 @@ func (s filesSpec) yaml() string {
 		fmt.Fprintf(&b, "        - defaults: {ensure: present, owner: %s, group: %s, mode: \"0644\"}\n", s.owner, s.group)
 		for i := range s.n {
 			fmt.Fprintf(&b, "        - %s:\n            content: \"{{ lookup('data.greeting') }} from file %d\\n\"\n", s.fileName(i), i)
+			if s.chain && i > 0 {
+				fmt.Fprintf(&b, "            require: [\"file#%s\"]\n", s.fileName(i-1))
+			}
 		}
 	}
 	if s.exec {
