@@ -46,7 +46,9 @@ func TestClusterSurvivesANodeLoss(t *testing.T) {
 	nc, err := bus.Connect(bus.ConnectConfig{URL: urls[0] + "," + urls[1] + "," + urls[2], Name: "cluster-test"})
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Elections on two loaded cores under -race take seconds each: the
+	// whole test gets two minutes, each step below its own bound.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// Open retries while the meta leader is elected.
 	b, err := bus.Open(ctx, nc, bus.Config{Replicas: 3})
@@ -72,8 +74,15 @@ func TestClusterSurvivesANodeLoss(t *testing.T) {
 		_, err := b.Runs().Put(wctx, "k", []byte("after"))
 		return err == nil
 	}, 30*time.Second, 50*time.Millisecond)
-	c, err := b.TaskConsumer(ctx, "p")
-	require.NoError(t, err)
+	// So does binding a consumer: the tasks stream's leader may have been
+	// the lost node.
+	var c *bus.Consumer
+	require.Eventually(t, func() bool {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		defer ccancel()
+		c, err = b.TaskConsumer(cctx, "p")
+		return err == nil
+	}, 60*time.Second, 50*time.Millisecond, "no task consumer bound after the node loss")
 	d, err := c.Next(ctx)
 	require.NoError(t, err)
 	require.NoError(t, d.Ack(ctx))
