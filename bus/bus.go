@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 )
 
 // Config sets how the streams, buckets and consumers are provisioned. Zero
@@ -142,36 +143,43 @@ func (b *Bus) provision(ctx context.Context) error {
 		{Name: StreamEvents, Subjects: []string{SubjectEventsAll}, Retention: jetstream.LimitsPolicy,
 			MaxAge: b.cfg.EventsMaxAge, Replicas: r, Description: "manifold progress events"},
 	}
+	// Created side by side: each is a round trip to the meta leader, and
+	// the embedded engine of `manifold apply` waits for all of them.
+	var g errgroup.Group
 	for _, sc := range streams {
 		sc.Storage = storage
-		if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("bus: provision stream %s: %w", sc.Name, err)
-		}
+		g.Go(func() error {
+			if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
+				return fmt.Errorf("bus: provision stream %s: %w", sc.Name, err)
+			}
+			return nil
+		})
 	}
-	var err error
-	if b.runs, err = b.bucket(ctx, jetstream.KeyValueConfig{Bucket: BucketRuns, History: 1, Replicas: r, Storage: kvStorage,
-		Description: "manifold run records"}); err != nil {
-		return err
+	bucket := func(dst **Bucket, cfg jetstream.KeyValueConfig) {
+		g.Go(func() (err error) {
+			*dst, err = b.bucket(ctx, cfg)
+			return err
+		})
 	}
-	if b.workers, err = b.bucket(ctx, jetstream.KeyValueConfig{Bucket: BucketWorkers, TTL: b.cfg.WorkerTTL,
-		Replicas: r, Storage: kvStorage, Description: "manifold live workers"}); err != nil {
-		return err
+	bucket(&b.runs, jetstream.KeyValueConfig{Bucket: BucketRuns, History: 1, Replicas: r, Storage: kvStorage,
+		Description: "manifold run records"})
+	bucket(&b.workers, jetstream.KeyValueConfig{Bucket: BucketWorkers, TTL: b.cfg.WorkerTTL,
+		Replicas: r, Storage: kvStorage, Description: "manifold live workers"})
+	bucket(&b.results, jetstream.KeyValueConfig{Bucket: BucketResults, TTL: b.cfg.ResultsTTL,
+		Replicas: r, Storage: kvStorage, Description: "manifold finished task outcomes"})
+	objects := func(dst *jetstream.ObjectStore, cfg jetstream.ObjectStoreConfig) {
+		g.Go(func() (err error) {
+			if *dst, err = b.js.CreateOrUpdateObjectStore(ctx, cfg); err != nil {
+				return fmt.Errorf("bus: provision object store %s: %w", cfg.Bucket, err)
+			}
+			return nil
+		})
 	}
-	if b.results, err = b.bucket(ctx, jetstream.KeyValueConfig{Bucket: BucketResults, TTL: b.cfg.ResultsTTL,
-		Replicas: r, Storage: kvStorage, Description: "manifold finished task outcomes"}); err != nil {
-		return err
-	}
-	b.bundles, err = b.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: BucketBundles,
+	objects(&b.bundles, jetstream.ObjectStoreConfig{Bucket: BucketBundles,
 		Replicas: r, Storage: objStorage, Description: "manifold manifest bundles"})
-	if err != nil {
-		return fmt.Errorf("bus: provision object store %s: %w", BucketBundles, err)
-	}
-	b.reports, err = b.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: BucketReports,
+	objects(&b.reports, jetstream.ObjectStoreConfig{Bucket: BucketReports,
 		Replicas: r, Storage: objStorage, Description: "manifold reports of finished runs"})
-	if err != nil {
-		return fmt.Errorf("bus: provision object store %s: %w", BucketReports, err)
-	}
-	return nil
+	return g.Wait()
 }
 
 func (b *Bus) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (*Bucket, error) {
