@@ -260,15 +260,11 @@ func (b *Bus) PublishOutcome(ctx context.Context, o Outcome) error {
 
 // PublishEvent publishes a progress event.
 func (b *Bus) PublishEvent(ctx context.Context, ev Event) error {
-	ev.V = Version
-	if ev.Time.IsZero() {
-		ev.Time = time.Now().UTC()
+	subject, data, err := encodeEvent(ev)
+	if err != nil {
+		return err
 	}
-	root := ev.RootRunID
-	if root == "" {
-		root = ev.RunID
-	}
-	return b.publish(ctx, EventSubject(root, ev.RunID, ev.Kind), "", ev)
+	return b.publishData(ctx, subject, "", data, ctx)
 }
 
 // Decode unmarshals a message envelope and checks its version. Messages

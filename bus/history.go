@@ -472,31 +472,28 @@ func (b *Bus) PublishOutcomeAsync(ctx context.Context, o Outcome) *Pending {
 	return b.publishAsync(ctx, OutcomeSubject(o.RunID), "", data)
 }
 
-// PublishEventAsync publishes a progress event without waiting for the
-// stream: events are best effort (they hold no state), and events of one
-// connection are stored in the order they were published.
-func (b *Bus) PublishEventAsync(ctx context.Context, ev Event) *Pending {
-	ev.V = Version
-	if ev.Time.IsZero() {
-		ev.Time = nowUTC()
-	}
-	root := ev.RootRunID
-	if root == "" {
-		root = ev.RunID
-	}
-	data, err := encode(ev)
-	if err != nil {
-		return &Pending{err: err}
-	}
-	return b.publishAsync(ctx, EventSubject(root, ev.RunID, ev.Kind), "", data)
-}
-
 // PublishEventNoAck publishes a progress event into the events stream
 // without asking for the stream's acknowledgement (a core publish on the
 // stream's subject): for the per-resource events of a run, which hold no
 // state, so that they cost the server one stored message and no reply.
 // Messages of one connection are stored in the order they were sent.
 func (b *Bus) PublishEventNoAck(ctx context.Context, ev Event) error {
+	subject, data, err := encodeEvent(ev)
+	if err != nil {
+		return err
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	InjectTrace(ctx, msg.Header)
+	if err := b.nc.PublishMsg(msg); err != nil {
+		return fmt.Errorf("bus: publish event: %w", err)
+	}
+	return nil
+}
+
+// encodeEvent stamps an event (version, time) and returns its subject
+// and body.
+func encodeEvent(ev Event) (string, []byte, error) {
 	ev.V = Version
 	if ev.Time.IsZero() {
 		ev.Time = nowUTC()
@@ -506,16 +503,7 @@ func (b *Bus) PublishEventNoAck(ctx context.Context, ev Event) error {
 		root = ev.RunID
 	}
 	data, err := encode(ev)
-	if err != nil {
-		return err
-	}
-	msg := nats.NewMsg(EventSubject(root, ev.RunID, ev.Kind))
-	msg.Data = data
-	InjectTrace(ctx, msg.Header)
-	if err := b.nc.PublishMsg(msg); err != nil {
-		return fmt.Errorf("bus: publish event: %w", err)
-	}
-	return nil
+	return EventSubject(root, ev.RunID, ev.Kind), data, err
 }
 
 // PutResultAsync stores a finished task's outcome record in the results
