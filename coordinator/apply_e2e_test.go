@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/internal/bundle"
 	"github.com/manifold-run/manifold/internal/bustest"
@@ -263,5 +265,49 @@ func TestApplyLargeSessionStoredApart(t *testing.T) {
 	if rec.SessionRef == "" || rec.Session != nil || len(entry.Value) > 8<<10 {
 		t.Fatalf("child header of %d bytes, session_ref %q, %d inline session entries: want the session stored apart",
 			len(entry.Value), rec.SessionRef, len(rec.Session))
+	}
+}
+
+// TestGraphRunSharedAmongWorkerSlots: the ready resources of a graph run
+// go out in segments, twice as many as the pool's worker slots (one
+// worker of concurrency 2 here: 4); the spread is kept in the header.
+func TestGraphRunSharedAmongWorkerSlots(t *testing.T) {
+	t.Parallel()
+	e := startApplyEngine(t)
+	const n = 200
+	var m strings.Builder
+	m.WriteString("ordering: graph\nresources:\n")
+	for i := range n {
+		fmt.Fprintf(&m, "  - {type: exec, name: r%03d, command: /bin/true, creates: /}\n", i)
+	}
+	ref, err := e.bus.PutBundle(t.Context(), applyArchive(t, map[string]string{"manifest.yaml": m.String()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, _ := e.run(t, bus.RunRequest{Bundle: ref})
+	if rep.Status != RunSucceeded || rep.Counts.Stable != n {
+		t.Fatalf("want %d stable, got %+v", n, rep.Counts)
+	}
+	entry, err := e.bus.Runs().Get(t.Context(), runKey(rep.RunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec record
+	if err := json.Unmarshal(entry.Value, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Spread != 4 {
+		t.Errorf("spread %d, want 4 (twice one worker's 2 slots)", rec.Spread)
+	}
+	js, err := jetstream.New(e.bus.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(t.Context(), bus.StreamTasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if published := st.CachedInfo().State.LastSeq; published != 4 {
+		t.Errorf("%d task messages for %d ready resources, want 4 segments of 50", published, n)
 	}
 }
