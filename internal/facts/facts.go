@@ -14,7 +14,6 @@ import (
 
 	"github.com/shirou/gopsutil/v4/cpu"
 	"github.com/shirou/gopsutil/v4/disk"
-	"github.com/shirou/gopsutil/v4/host"
 	"github.com/shirou/gopsutil/v4/mem"
 	gnet "github.com/shirou/gopsutil/v4/net"
 
@@ -74,7 +73,7 @@ func Gather(ctx context.Context, o Opts) (map[string]any, error) {
 func System(ctx context.Context) map[string]any {
 	groups := map[string]func() any{
 		"host": func() any {
-			return map[string]any{"info": plain(ignoreErr(host.InfoWithContext(ctx)), map[string]any{})}
+			return map[string]any{"info": plain(ignoreErr(hostInfo(ctx)), map[string]any{})}
 		},
 		"network":   func() any { return network(ctx) },
 		"cpu":       func() any { return map[string]any{"info": plain(ignoreErr(cpu.InfoWithContext(ctx)), []any{})} },
