@@ -134,7 +134,7 @@ func ParseResources(m *Manifest, filename string, src []byte) ([]Resource, error
 			p.defaults[typ] = p.defaultFields(def, s.ctx.Encode(m.Defaults[typ]), "defaults."+typ, Position{File: m.Path})
 		}
 	}
-	rs := p.resources(list, "resources")
+	rs := p.resources(list, nil, "resources")
 	if err := p.errs.sorted(); err != nil {
 		return nil, err
 	}

@@ -110,6 +110,9 @@ type loader struct {
 	free   map[string]bool
 	// defaults are the manifest-level defaults per type, checked.
 	defaults map[string][]field
+	// entries are the entries of the document's resources list, built
+	// apart from it (detach.go); nil when they were not.
+	entries []entry
 }
 
 // document turns the source into a CUE value according to the format.
@@ -122,6 +125,9 @@ func (p *loader) document(src []byte) (cue.Value, bool) {
 			p.jsonSyntaxError(src, err)
 			return doc, false
 		}
+		if s, ok := expr.(*ast.StructLit); ok && detachLists {
+			p.entries = p.detachResources(s.Elts)
+		}
 		doc = p.s.ctx.BuildExpr(expr)
 	case ".cue":
 		doc = p.s.ctx.CompileBytes(src, cue.Filename(p.filename))
@@ -130,6 +136,9 @@ func (p *loader) document(src []byte) (cue.Value, bool) {
 		if err != nil {
 			p.syntaxErrors(err)
 			return doc, false
+		}
+		if detachLists {
+			p.entries = p.detachResources(f.Decls)
 		}
 		doc = p.s.ctx.BuildFile(f)
 	}
@@ -160,7 +169,11 @@ func (p *loader) manifest(doc cue.Value) *Manifest {
 		list, path = ccm, "ccm.resources"
 	}
 	if list.IncompleteKind() == cue.ListKind {
-		if n := countResources(list); n > MaxResources {
+		n := countResources(list)
+		if p.entries != nil {
+			n = countEntries(p.entries)
+		}
+		if n > MaxResources {
 			p.errs.add(&Error{
 				Pos:     p.pos(labelPos(list), filePos),
 				Path:    path,
@@ -243,7 +256,7 @@ func (p *loader) manifest(doc cue.Value) *Manifest {
 		p.errs.addf(p.pos(list.Pos(), filePos), path, "resources must be a list, got %v", list.IncompleteKind())
 		return m
 	}
-	m.Resources = p.resources(list, path)
+	m.Resources = p.resources(list, p.entries, path)
 	return m
 }
 

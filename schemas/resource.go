@@ -30,24 +30,31 @@ func countResources(list cue.Value) int {
 		return 0
 	}
 	for it.Next() {
-		e := it.Value()
-		if e.LookupPath(cue.ParsePath("type")).Exists() {
-			n++
-			continue
-		}
-		fit, err := e.Fields()
+		n += countEntry(it.Value())
+	}
+	return n
+}
+
+// countEntry counts the resources one entry of a resources list declares:
+// one in the flat shape, the non-defaults items of its list in the block
+// shape.
+func countEntry(e cue.Value) int {
+	if e.LookupPath(cue.ParsePath("type")).Exists() {
+		return 1
+	}
+	n := 0
+	fit, err := e.Fields()
+	if err != nil {
+		return 0
+	}
+	for fit.Next() {
+		bit, err := fit.Value().List()
 		if err != nil {
 			continue
 		}
-		for fit.Next() {
-			bit, err := fit.Value().List()
-			if err != nil {
-				continue
-			}
-			for bit.Next() {
-				if !bit.Value().LookupPath(cue.MakePath(cue.Str(defaultsName))).Exists() {
-					n++
-				}
+		for bit.Next() {
+			if !bit.Value().LookupPath(cue.MakePath(cue.Str(defaultsName))).Exists() {
+				n++
 			}
 		}
 	}
@@ -55,14 +62,21 @@ func countResources(list cue.Value) int {
 }
 
 // resources walks a resources list, in either shape, in declaration order.
-func (p *loader) resources(list cue.Value, path string) []Resource {
-	it, err := list.List()
-	if err != nil {
-		return nil
+// entries, when not nil, are the list's entries built apart (detach.go):
+// list is then empty and only names where the list is.
+func (p *loader) resources(list cue.Value, entries []entry, path string) []Resource {
+	if entries == nil {
+		it, err := list.List()
+		if err != nil {
+			return nil
+		}
+		for it.Next() {
+			entries = append(entries, entry{value: it.Value()})
+		}
 	}
 	var out []Resource
-	for i := 0; it.Next(); i++ {
-		e, ep := it.Value(), fmt.Sprintf("%s[%d]", path, i)
+	for i, en := range entries {
+		e, ep := en.value, fmt.Sprintf("%s[%d]", path, i)
 		pos := p.pos(e.Pos(), p.pos(labelPos(list), Position{File: p.filename}))
 		if e.IncompleteKind() != cue.StructKind {
 			p.errs.addf(pos, ep, "a resource entry must be a map: {TYPE: [{NAME: {...}}]} (block shape) or {type: TYPE, name: NAME, ...} (flat shape)")
@@ -83,7 +97,7 @@ func (p *loader) resources(list cue.Value, path string) []Resource {
 		if !ok {
 			continue
 		}
-		out = append(out, p.block(fs[0].label, def, fs[0].value, join(ep, fs[0].label), fs[0].pos)...)
+		out = append(out, p.block(fs[0].label, def, fs[0].value, en.items, join(ep, fs[0].label), fs[0].pos)...)
 	}
 	return out
 }
@@ -115,20 +129,26 @@ func (p *loader) flat(e, t cue.Value, path string, pos Position) (Resource, bool
 }
 
 // block normalises the entries of a block-shape list: {NAME: {props}} items,
-// with defaults items merged under the items that follow them.
-func (p *loader) block(typ string, def, list cue.Value, path string, pos Position) []Resource {
+// with defaults items merged under the items that follow them. items, when
+// not nil, are the list's items built apart (list is then empty).
+func (p *loader) block(typ string, def, list cue.Value, items []cue.Value, path string, pos Position) []Resource {
 	if list.IncompleteKind() == cue.NullKind {
 		return nil
 	}
-	it, err := list.List()
-	if err != nil {
-		p.errs.addf(pos, path, "a %s block is a list of {NAME: {properties}} entries", typ)
-		return nil
+	if items == nil {
+		it, err := list.List()
+		if err != nil {
+			p.errs.addf(pos, path, "a %s block is a list of {NAME: {properties}} entries", typ)
+			return nil
+		}
+		for it.Next() {
+			items = append(items, it.Value())
+		}
 	}
 	var out []Resource
 	defaults := p.defaults[typ]
-	for j := 0; it.Next(); j++ {
-		item, ip := it.Value(), fmt.Sprintf("%s[%d]", path, j)
+	for j, item := range items {
+		ip := fmt.Sprintf("%s[%d]", path, j)
 		ipos := p.pos(item.Pos(), pos)
 		fs := p.fields(item)
 		if item.IncompleteKind() != cue.StructKind || len(fs) != 1 {
