@@ -36,6 +36,6 @@ resources:
 	_, err := schemas.Parse("site.yaml", src)
 	fmt.Println(err)
 	// Output:
-	// site.yaml:4:31: resources[0].file[0]./etc/app.conf.mode: conflicting values 644 and string (mismatched types int and string)
+	// site.yaml:4:31: resources[0].file[0]./etc/app.conf.mode: conflicting values string and 644 (mismatched types string and int)
 	// site.yaml:4:36: resources[0].file[0]./etc/app.conf.ownr: field not allowed (did you mean "owner"?)
 }

@@ -221,7 +221,7 @@ func TestParseInvalid(t *testing.T) {
 			`multiple.yaml:1:11: ordering: invalid value "grpah" (allowed: *"manifest" | "graph")`,
 			`multiple.yaml:2:1: colour: field not allowed`,
 			`multiple.yaml:6:11: resources[0].file[0]./etc/motd.ownr: field not allowed (did you mean "owner"?)`,
-			`multiple.yaml:7:17: resources[0].file[0]./etc/motd.mode: conflicting values 644 and string (mismatched types int and string)`,
+			`multiple.yaml:7:17: resources[0].file[0]./etc/motd.mode: conflicting values string and 644 (mismatched types string and int)`,
 			`multiple.yaml:10:24: resources[1].exec[0]./bin/true.refreshonly: invalid value "yes" (allowed: bool | #Template)`,
 			`multiple.yaml:11:18: resources[1].exec[0]./bin/true.retry: invalid value -1 (out of bound >=0)`,
 		}},
@@ -304,5 +304,5 @@ func TestParseDefaultsErrorsReportedOnce(t *testing.T) {
 	src := "resources:\n  - file:\n      - defaults: {ownr: app, mode: 644}\n      - /a: {}\n      - /b: {}\n"
 	_, err := Parse("d.yaml", []byte(src))
 	require.EqualError(t, err, `d.yaml:3:20: resources[0].file[0].defaults.ownr: field not allowed (did you mean "owner"?)`+"\n"+
-		`d.yaml:3:37: resources[0].file[0].defaults.mode: conflicting values 644 and string (mismatched types int and string)`)
+		`d.yaml:3:37: resources[0].file[0].defaults.mode: conflicting values string and 644 (mismatched types string and int)`)
 }
