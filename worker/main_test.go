@@ -58,11 +58,14 @@ func setup(t *testing.T, cfg bus.Config) *testBundle {
 	return tb
 }
 
-// start starts a worker with cfg (Bus, Registry, Logger and Name filled in
-// when empty); cleanup kills it.
+// start starts a worker with cfg (Bus and Registry filled in, Logger and
+// Name when empty); cleanup kills it.
 func (tb *testBundle) start(t *testing.T, cfg worker.Config) *worker.Worker {
 	t.Helper()
-	cfg.Bus, cfg.Registry, cfg.Logger = tb.bus, builtin.Registry(), testLogger(t)
+	cfg.Bus, cfg.Registry = tb.bus, builtin.Registry()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
 	if cfg.Name == "" {
 		cfg.Name = "w1"
 	}

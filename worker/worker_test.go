@@ -1,13 +1,16 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -450,4 +453,50 @@ func TestOnlyOutcomesThatMustNotRepeatAreRecorded(t *testing.T) {
 			require.ErrorIs(t, err, bus.ErrNotFound, "task %d", task)
 		}
 	}
+}
+
+// TestResourceLogLinesCarryTheirAttributes: a resource's log lines name
+// the run, the resource, the manifest, the attempt and the delivery, and
+// then their own attributes.
+func TestResourceLogLinesCarryTheirAttributes(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	var buf syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	tb.start(t, worker.Config{Logger: logger})
+	task := tb.task(0, schemas.Resource{Type: "exec", Name: "false", Properties: map[string]any{"command": "/bin/false"}})
+	tb.publish(t, task)
+	require.Equal(t, bus.TaskFailed, tb.next(t).Status)
+	eventually(t, "the task's log line", func() bool { return strings.Contains(buf.String(), `"msg":"task failed"`) })
+	for line := range strings.SplitSeq(buf.String(), "\n") {
+		if !strings.Contains(line, `"msg":"task failed"`) {
+			continue
+		}
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec))
+		require.Equal(t, tb.runID, rec["run_id"], line)
+		require.Equal(t, "exec#false", rec["resource"], line)
+		require.EqualValues(t, 1, rec["attempt"], line)
+		require.EqualValues(t, 1, rec["delivery"], line)
+		require.Equal(t, "worker", rec["component"], line)
+		require.Contains(t, rec, "error", line)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
