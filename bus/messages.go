@@ -96,10 +96,18 @@ type Task struct {
 	// takes it later fails it at once, and execution never runs past it.
 	Deadline time.Time `json:"deadline"`
 	// Segment, when set, lists more resources after Resource to execute in
-	// order in the same task (ordering: manifest): each is answered by its
-	// own outcome; a failed or skipped one ends the segment, and the
-	// coordinator takes the rest back when it reads that outcome.
+	// order in the same task: each is answered by its own outcome. Without
+	// ContinueAfterFailure a failed or skipped one ends the segment; with
+	// it the segment goes on, and ends only before a resource that
+	// requires one of its failed or skipped resources
+	// (SegmentItem.Requires), or after a failed resource that has retries
+	// left. The coordinator takes the rest back when it reads the outcome
+	// that ended the segment.
 	Segment []SegmentItem `json:"segment,omitempty"`
+	// ContinueAfterFailure is set by coordinators that expect a segment
+	// to go on past a failure (see Segment); a worker that does not know
+	// it ends the segment at the first failure, as before.
+	ContinueAfterFailure bool `json:"continue_after_failure,omitempty"`
 	// Ref, when set, names the whole task in the bundles object store: a
 	// task too large for one message (large file content, large run data,
 	// a segment of large resources) travels by reference, and the message
@@ -124,6 +132,8 @@ type SegmentItem struct {
 	TimeoutMS int64 `json:"timeout_ms"`
 	// Traceparent is the W3C trace context of this resource's span.
 	Traceparent string `json:"traceparent,omitempty"`
+	// Requires are the tasks of the same segment this resource requires.
+	Requires []int `json:"requires,omitempty"`
 }
 
 // MsgID returns the task's JetStream message ID.

@@ -200,17 +200,45 @@ func (m *machine) apply(o bus.Outcome) []command {
 	default:
 		status, o.Error = bus.TaskFailed, fmt.Sprintf("worker reported unknown status %q", o.Status)
 	}
-	if status == bus.TaskFailed || status == bus.TaskSkipped {
-		m.releaseAfter(o.Task)
-	}
 	cmds = m.settle(cmds, o.Task, status, o.Message, o.Error)
+	switch {
+	case status != bus.TaskFailed && status != bus.TaskSkipped:
+	case m.plan.Manifest.FailOnError:
+		// The worker was told to end the segment at the first failed or
+		// skipped resource (bus.Task.ContinueAfterFailure unset).
+		m.releaseAfter(o.Task)
+	default:
+		m.releaseRequirers(o.Task)
+	}
 	return m.schedule(cmds)
 }
 
+// releaseRequirers ends i's segment, after i failed or was skipped, before
+// the first of its later resources that requires a failed or skipped
+// resource of the segment: the worker executes the others (a failure does
+// not stop the resources that do not depend on it) and stops there
+// (worker.endsBefore, the same rule). The rest is given back.
+func (m *machine) releaseRequirers(i int) {
+	t := m.tasks[i]
+	for j := i + 1; j < len(m.tasks); j++ {
+		u := m.tasks[j]
+		if u.seg != t.seg || u.segAttempt != t.segAttempt || u.status != bus.TaskDispatched {
+			return
+		}
+		for _, p := range m.plan.Requires[j] {
+			if s := m.tasks[p].status; p >= t.seg && p < j && (s == bus.TaskFailed || s == bus.TaskSkipped) {
+				m.releaseAfter(j - 1)
+				return
+			}
+		}
+	}
+}
+
 // releaseAfter gives back the tasks after i in i's segment that are still
-// in flight: a failed, skipped or retried task ends its segment (the
-// worker executes no more of it). They keep their attempt number: they
-// were never executed.
+// in flight: a retried task ends its segment, and so does a task that
+// timed out or the first that requires a failed one (the worker executes
+// no more of it). They keep their attempt number: they were never
+// executed.
 func (m *machine) releaseAfter(i int) {
 	t := m.tasks[i]
 	for j := i + 1; j < len(m.tasks); j++ {

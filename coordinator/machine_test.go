@@ -104,16 +104,39 @@ func TestMachineTransitions(t *testing.T) {
 			counts: Counts{Total: 3, Changed: 1, Stable: 2},
 		},
 		{
-			name:  "manifest ordering: a failure ends the segment; the rest is sent again, same attempt",
+			name:  "manifest ordering: a failure does not end the segment for resources that do not require it",
 			src:   execs("manifest", 4, nil),
 			start: "dispatch 0+4@1",
 			steps: []step{
 				{outcome(0, 1, bus.TaskStable), "settled 0@1"},
-				{outcome(1, 1, bus.TaskFailed), "settled 1@1, dispatch 2+2@1"},
+				{outcome(1, 1, bus.TaskFailed), "settled 1@1"},
 				{outcome(2, 1, bus.TaskStable), "settled 2@1"},
 				{outcome(3, 1, bus.TaskStable), "settled 3@1, finish"},
 			},
 			counts: Counts{Total: 4, Stable: 3, Failed: 1},
+		},
+		{
+			name:  "manifest ordering: the segment ends before a resource requiring a failed one, which is skipped; the rest is sent again, same attempt",
+			src:   execs("manifest", 4, map[int]string{2: ", require: [exec#r1]"}),
+			start: "dispatch 0+4@1",
+			steps: []step{
+				{outcome(0, 1, bus.TaskStable), "settled 0@1"},
+				{outcome(1, 1, bus.TaskFailed), "settled 1@1, settled 2@0, dispatch 3+1@1"},
+				{outcome(3, 1, bus.TaskStable), "settled 3@1, finish"},
+			},
+			counts: Counts{Total: 4, Stable: 2, Failed: 1, Skipped: 1},
+		},
+		{
+			name:  "manifest ordering: a failure with retries left ends the segment; the retry and the rest go out again",
+			src:   execs("manifest", 3, map[int]string{0: ", retry: 1"}),
+			start: "dispatch 0+3@1",
+			steps: []step{
+				{outcome(0, 1, bus.TaskFailed), "retry 0@1, dispatch 0+3@2"},
+				{outcome(0, 2, bus.TaskChanged), "settled 0@2"},
+				{outcome(1, 1, bus.TaskStable), "settled 1@1"},
+				{outcome(2, 1, bus.TaskStable), "settled 2@1, finish"},
+			},
+			counts: Counts{Total: 3, Changed: 1, Stable: 2},
 		},
 		{
 			name:  "manifest ordering: a segment is at most 256 resources",
@@ -180,6 +203,17 @@ func TestMachineTransitions(t *testing.T) {
 			},
 		},
 		{
+			name:  "fail_on_error in a segment: the worker ends it at the failure, the rest is skipped",
+			src:   "ccm: {fail_on_error: true}\n" + execs("manifest", 4, nil),
+			start: "dispatch 0+4@1",
+			steps: []step{
+				{outcome(0, 1, bus.TaskStable), "settled 0@1"},
+				{outcome(1, 1, bus.TaskFailed), "settled 1@1, settled 2@0, settled 3@0, finish"},
+				{outcome(2, 1, bus.TaskStable), ""},
+			},
+			counts: Counts{Total: 4, Stable: 1, Failed: 1, Skipped: 2},
+		},
+		{
 			name:  "subscribe: the subscriber waits and is refreshed in its own task",
 			src:   execs("graph", 2, map[int]string{1: ", subscribe: [exec#r0], refreshonly: true"}),
 			start: "dispatch 0+1@1",
@@ -198,9 +232,9 @@ func TestMachineTransitions(t *testing.T) {
 			spread: 4,
 			start:  "dispatch 0+3@1, dispatch 3+3@1, dispatch 6+3@1, dispatch 9+1@1",
 			steps: []step{
-				// A failure gives the rest of its segment back: they do
-				// not depend on it, so they go out again at once.
-				{outcome(3, 1, bus.TaskFailed), "settled 3@1, dispatch 4+1@1, dispatch 5+1@1"},
+				// The resources of a graph segment are independent: a
+				// failure does not stop the others.
+				{outcome(3, 1, bus.TaskFailed), "settled 3@1"},
 				{outcome(4, 1, bus.TaskStable), "settled 4@1"},
 			},
 		},

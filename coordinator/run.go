@@ -288,10 +288,16 @@ func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) 
 		t := r.m.tasks[i]
 		item := bus.SegmentItem{Task: i, Attempt: t.attempt, Resource: r.plan.Manifest.Resources[i], Refresh: t.refresh,
 			TimeoutMS: r.timeout(i).Milliseconds(), Traceparent: bus.Traceparent(taskCtx)}
+		for _, p := range r.plan.Requires[i] {
+			if p >= first && p < i {
+				item.Requires = append(item.Requires, p)
+			}
+		}
 		task.Segment = append(task.Segment, item)
 	}
 	task.Deadline = deadline.UTC()
 	task.Resumed = resumed
+	task.ContinueAfterFailure = n > 1 && !r.plan.Manifest.FailOnError
 	r.pending = append(r.pending, pendingTask{task: task, ctx: spanCtx, p: r.c.bus.PublishTaskAsync(spanCtx, task)})
 }
 

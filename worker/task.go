@@ -32,10 +32,12 @@ func resultKey(t bus.Task) string {
 const publishPatience = 2 * time.Minute
 
 // handle executes one delivered task and answers it. A segment task
-// (ordering: manifest) holds several resources: each is executed in order
-// and answered by its own outcome as it finishes; a failed or skipped one
-// ends the segment, and the coordinator, reading that outcome, takes the
-// rest back unexecuted and decides on them again. Each
+// holds several resources: each is executed in order and answered by its
+// own outcome as it finishes. The segment ends before a resource that
+// requires a failed or skipped resource of the segment, after a failure
+// with retries left, or (a task without ContinueAfterFailure) at the
+// first failed or skipped resource; the coordinator, reading that
+// outcome, takes the rest back unexecuted and decides on them again. Each
 // outcome is recorded, then published; the task is acked once every
 // outcome is durable. A resource whose outcome was recorded by an earlier
 // delivery is answered from the record without executing. Consecutive
@@ -81,7 +83,11 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	}
 	var pending []*bus.Pending
 	var ahead []batchResult // outcomes of items[k:] executed ahead in a batch
+	ended := map[int]bool{} // tasks of the segment that failed or were skipped
 	for k, item := range items {
+		if k > 0 && (endsBefore(task.Segment[k-1], ended) || w.runCancelled(task.RunID)) {
+			break // the coordinator takes the rest back and skips the requirers
+		}
 		traceCtx := itemTrace(d, task, k)
 		if k > 0 {
 			// Each resource of a segment has its own bound, within the
@@ -112,7 +118,10 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		}
 		pending = append(pending, w.record(final, item, o, ilog)...)
 		if o.Status == bus.TaskFailed || o.Status == bus.TaskSkipped {
-			break // the coordinator takes the rest back and decides on them again
+			ended[item.Task] = true
+			if !task.ContinueAfterFailure || o.Status == bus.TaskFailed && item.Attempt <= item.Resource.Retry {
+				break // the coordinator takes the rest back and decides on them again
+			}
 		}
 	}
 	// Publications are retried while the cluster recovers (the task is
@@ -130,6 +139,18 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	if err := d.Ack(final); err != nil {
 		log.Warn("task ack failed; the redelivery is answered from the record", "error", err)
 	}
+}
+
+// endsBefore reports whether a segment ends before item: it requires a
+// resource of the segment that failed or was skipped (the coordinator
+// skips it). The coordinator's state machine applies the same rule.
+func endsBefore(item bus.SegmentItem, ended map[int]bool) bool {
+	for _, t := range item.Requires {
+		if ended[t] {
+			return true
+		}
+	}
+	return false
 }
 
 // itemTrace returns the trace context of item k of a segment task: the

@@ -139,6 +139,9 @@ type Worker struct {
 	runMu   sync.Mutex
 	running map[string]string                             // task message ID → ref
 	cancels map[string]map[string]context.CancelCauseFunc // run ID → task message ID → cancel
+	// cancelled holds the runs cancelled lately (run ID → when): a segment
+	// of one executes no more of its resources.
+	cancelled map[string]time.Time
 }
 
 // New returns a worker; Start starts it.
@@ -389,9 +392,30 @@ var errRunCancelled = errors.New("run cancelled")
 func (w *Worker) cancelRun(runID string) {
 	w.runMu.Lock()
 	defer w.runMu.Unlock()
+	now := time.Now()
+	if w.cancelled == nil {
+		w.cancelled = map[string]time.Time{}
+	}
+	for id, at := range w.cancelled {
+		if now.Sub(at) > cancelledMemory {
+			delete(w.cancelled, id)
+		}
+	}
+	w.cancelled[runID] = now
 	for _, cancel := range w.cancels[runID] {
 		cancel(errRunCancelled)
 	}
+}
+
+// cancelledMemory is how long a worker remembers a cancelled run.
+const cancelledMemory = time.Hour
+
+// runCancelled reports whether runID was cancelled lately.
+func (w *Worker) runCancelled(runID string) bool {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	_, ok := w.cancelled[runID]
+	return ok
 }
 
 // trackCancel registers the cancel func of a running task of runID; the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -499,4 +500,43 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestSegmentGoesOnPastAFailure: a segment marked continue_after_failure
+// goes on past a failed resource, ends before one that requires a failed
+// resource of the segment, and ends after a failure with retries left;
+// unmarked, it ends at the first failure.
+func TestSegmentGoesOnPastAFailure(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, bus.Config{})
+	tb.start(t, worker.Config{Concurrency: 1}) // tasks one after another, in order
+	dir := t.TempDir()
+	fails := schemas.Resource{Type: "exec", Name: "false", Properties: map[string]any{"command": "/bin/false"}}
+	retried := fails
+	retried.Retry = 1
+	renumber := func(task bus.Task, first int) bus.Task {
+		task.Task = first
+		for i := range task.Segment {
+			task.Segment[i].Task = first + i + 1
+		}
+		return task
+	}
+
+	marked := tb.segment(fails, shell("a", dir, "echo a >> log"), shell("b", dir, "echo b >> log"), shell("c", dir, "echo c >> log"))
+	marked.ContinueAfterFailure = true
+	marked.Segment[1].Requires = []int{0} // b requires the failed resource
+	retry := renumber(tb.segment(retried, shell("d", dir, "echo d >> log")), 10)
+	retry.ContinueAfterFailure = true
+	unmarked := renumber(tb.segment(fails, shell("e", dir, "echo e >> log")), 20)
+	sentinel := tb.task(30, shell("f", dir, "echo f >> log"))
+	for _, task := range []bus.Task{marked, retry, unmarked, sentinel} {
+		tb.publish(t, task)
+	}
+	var got []string
+	for range 5 {
+		o := tb.next(t)
+		got = append(got, fmt.Sprintf("%d:%s", o.Task, o.Status))
+	}
+	require.Equal(t, []string{"0:failed", "1:changed", "10:failed", "20:failed", "30:changed"}, got)
+	require.Equal(t, []string{"a", "f"}, lines(t, filepath.Join(dir, "log")))
 }
