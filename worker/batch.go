@@ -138,10 +138,12 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 		o, released := w.settle(ctx, d, m.item, m.span, o, start, m.log)
 		results = append(results, batchResult{outcome: o, released: released})
 		if released || o.Status == bus.TaskFailed {
-			// The rest are not executed: the coordinator takes them back.
+			// The rest are not executed in this batch: the segment goes on
+			// with them (in a batch of their own), or ends and the
+			// coordinator takes them back.
 			for _, rest := range members[i+1:] {
 				rest.span.SetAttributes(attribute.String("manifold.status", "not run"))
-				rest.span.AddEvent("not run: " + m.item.Resource.Ref() + " ended the segment before it")
+				rest.span.AddEvent("not run in this batch: " + m.item.Resource.Ref() + " failed before it")
 				rest.span.End()
 				w.metrics.notRun(rest.item.Pool)
 			}
