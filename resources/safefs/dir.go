@@ -1,0 +1,298 @@
+package safefs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+)
+
+// oPath is Linux's O_PATH, which package syscall does not name: a
+// descriptor that names an inode without opening it for reading.
+const oPath = 0x200000
+
+// maxLinks bounds the symbolic links followed while walking one path, as
+// the kernel's own limit (ELOOP past it).
+const maxLinks = 40
+
+// Dir is a directory opened by descriptor (see the package comment); names
+// given to its methods are single path elements, never followed when they
+// are symbolic links. Close it when done.
+type Dir struct {
+	fd   int
+	root *os.Root
+	path string
+}
+
+// OpenDir opens the existing directory path (absolute), following only
+// trusted symbolic links on the way, the last component included.
+// A missing component is an error wrapping fs.ErrNotExist.
+func OpenDir(path string) (*Dir, error) { return walk(path, false, 0) }
+
+// MkdirAll is OpenDir that creates missing directories with perm (less the
+// umask), as os.MkdirAll does but without following untrusted links.
+func MkdirAll(path string, perm fs.FileMode) (*Dir, error) { return walk(path, true, perm) }
+
+// OpenParent opens the directory holding path and returns it with path's
+// last element.
+func OpenParent(path string) (*Dir, string, error) {
+	if !filepath.IsAbs(path) {
+		return nil, "", fmt.Errorf("%s: not an absolute path", path)
+	}
+	path = filepath.Clean(path)
+	if path == "/" {
+		return nil, "", errors.New(`"/" has no parent directory`)
+	}
+	d, err := OpenDir(filepath.Dir(path))
+	if err != nil {
+		return nil, "", err
+	}
+	return d, filepath.Base(path), nil
+}
+
+func walk(path string, create bool, perm fs.FileMode) (*Dir, error) {
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("%s: not an absolute path", path)
+	}
+	fd, err := syscall.Open("/", oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: "/", Err: err}
+	}
+	closeFD := func() { syscall.Close(fd) }
+	cur := "/"
+	rest := strings.Split(path, "/")
+	for links := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		if c == "" || c == "." {
+			continue
+		}
+		next, err := syscall.Openat(fd, c, oPath|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if errors.Is(err, syscall.ENOENT) && create {
+			if err = syscall.Mkdirat(fd, c, uint32(perm.Perm())); err == nil || errors.Is(err, syscall.EEXIST) {
+				next, err = syscall.Openat(fd, c, oPath|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+			}
+		}
+		if errors.Is(err, syscall.ENOTDIR) {
+			target, uid, isLink, lerr := readLink(fd, c)
+			if lerr != nil {
+				closeFD()
+				return nil, &fs.PathError{Op: "open", Path: filepath.Join(cur, c), Err: lerr}
+			}
+			if isLink {
+				if uid != 0 && uid != os.Geteuid() {
+					closeFD()
+					return nil, &LinkError{Path: path, Link: filepath.Join(cur, c), Target: target, UID: uid}
+				}
+				if links++; links > maxLinks {
+					closeFD()
+					return nil, &fs.PathError{Op: "open", Path: path, Err: syscall.ELOOP}
+				}
+				if filepath.IsAbs(target) {
+					root, err := syscall.Open("/", oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+					if err != nil {
+						closeFD()
+						return nil, &fs.PathError{Op: "open", Path: "/", Err: err}
+					}
+					closeFD()
+					fd, cur = root, "/"
+				}
+				rest = append(strings.Split(target, "/"), rest...)
+				continue
+			}
+		}
+		if err != nil {
+			closeFD()
+			return nil, &fs.PathError{Op: "open", Path: filepath.Join(cur, c), Err: err}
+		}
+		closeFD()
+		fd = next
+		if c == ".." {
+			cur = filepath.Dir(cur)
+		} else {
+			cur = filepath.Join(cur, c)
+		}
+	}
+	root, err := os.OpenRoot(procPath(fd))
+	if err != nil {
+		closeFD()
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return &Dir{fd: fd, root: root, path: filepath.Clean(path)}, nil
+}
+
+// readLink reads the symbolic link name in dirfd without following it and
+// tells who owns it; isLink is false when name is something else.
+func readLink(dirfd int, name string) (target string, uid int, isLink bool, err error) {
+	lfd, err := syscall.Openat(dirfd, name, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return "", 0, false, err
+	}
+	defer syscall.Close(lfd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(lfd, &st); err != nil {
+		return "", 0, false, err
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFLNK {
+		return "", 0, false, nil
+	}
+	// readlinkat(fd, "") reads the link the O_PATH descriptor names: the
+	// very inode whose owner was checked.
+	buf := make([]byte, syscall.PathMax)
+	empty := [1]byte{}
+	n, _, errno := syscall.Syscall6(syscall.SYS_READLINKAT, uintptr(lfd), uintptr(unsafe.Pointer(&empty[0])),
+		uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), 0, 0)
+	if errno != 0 {
+		return "", 0, true, errno
+	}
+	return string(buf[:n]), int(st.Uid), true, nil
+}
+
+func procPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// Path is the directory's path as given to OpenDir.
+func (d *Dir) Path() string { return d.path }
+
+// Close closes the directory.
+func (d *Dir) Close() error {
+	err := d.root.Close()
+	if cerr := syscall.Close(d.fd); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Root is the directory as an os.Root, for walks below it (os.Root never
+// leaves it, but follows links inside it). It is closed with d.
+func (d *Dir) Root() *os.Root { return d.root }
+
+// Sub opens the directory name in d; a symbolic link there is refused
+// (ErrSymlink), never followed.
+func (d *Dir) Sub(name string) (*Dir, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	fd, err := syscall.Openat(d.fd, name, oPath|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.ENOTDIR) {
+		if _, _, isLink, _ := readLink(d.fd, name); isLink {
+			return nil, fmt.Errorf("%s: %w", d.join(name), ErrSymlink)
+		}
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	root, err := os.OpenRoot(procPath(fd))
+	if err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	return &Dir{fd: fd, root: root, path: d.join(name)}, nil
+}
+
+func (d *Dir) join(name string) string { return filepath.Join(d.path, name) }
+
+func checkName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+		return fmt.Errorf("%q: not a single path element", name)
+	}
+	return nil
+}
+
+// Lstat describes name in d without following a link.
+func (d *Dir) Lstat(name string) (fs.FileInfo, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	fi, err := d.root.Lstat(name)
+	if err != nil {
+		return nil, &fs.PathError{Op: "lstat", Path: d.join(name), Err: unwrapPath(err)}
+	}
+	return fi, nil
+}
+
+// Open opens name in d with flag (O_RDONLY, O_RDWR...; O_NOFOLLOW,
+// O_NONBLOCK and O_CLOEXEC are added: a FIFO does not block). A symbolic
+// link is ErrSymlink. When checked is not nil the file must be that very
+// inode (same device and inode number), else ErrChanged. A file the
+// process may not read is opened O_PATH (for Fchown through /proc), as
+// reported by the returned pathOnly.
+func (d *Dir) Open(name string, flag int, checked fs.FileInfo) (f *os.File, pathOnly bool, err error) {
+	if err := checkName(name); err != nil {
+		return nil, false, err
+	}
+	fd, err := syscall.Openat(d.fd, name, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.EACCES) && flag&(syscall.O_WRONLY|syscall.O_RDWR) == 0 {
+		fd, err = syscall.Openat(d.fd, name, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		pathOnly = true
+	}
+	if errors.Is(err, syscall.ELOOP) {
+		dest, _ := d.root.Readlink(name)
+		return nil, false, fmt.Errorf("%s is a symlink to %s: %w", d.join(name), dest, ErrSymlink)
+	}
+	if err != nil {
+		return nil, false, &fs.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	f = os.NewFile(uintptr(fd), d.join(name))
+	if checked != nil {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil {
+			f.Close()
+			return nil, false, &fs.PathError{Op: "fstat", Path: d.join(name), Err: err}
+		}
+		if want, ok := checked.Sys().(*syscall.Stat_t); ok && (want.Dev != st.Dev || want.Ino != st.Ino || st.Mode&syscall.S_IFMT == syscall.S_IFLNK) {
+			f.Close()
+			return nil, false, fmt.Errorf("%s: %w", d.join(name), ErrChanged)
+		}
+	}
+	return f, pathOnly, nil
+}
+
+// Mkdir creates the directory name in d with perm (less the umask).
+func (d *Dir) Mkdir(name string, perm fs.FileMode) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := syscall.Mkdirat(d.fd, name, uint32(perm.Perm())); err != nil {
+		return &fs.PathError{Op: "mkdir", Path: d.join(name), Err: err}
+	}
+	return nil
+}
+
+// Remove removes the file, link or empty directory name in d (a link, not
+// its target).
+func (d *Dir) Remove(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := d.root.Remove(name); err != nil {
+		return &fs.PathError{Op: "remove", Path: d.join(name), Err: unwrapPath(err)}
+	}
+	return nil
+}
+
+// RemoveAll removes name in d and everything below it, following no link.
+func (d *Dir) RemoveAll(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := d.root.RemoveAll(name); err != nil {
+		return &fs.PathError{Op: "remove", Path: d.join(name), Err: unwrapPath(err)}
+	}
+	return nil
+}
+
+// Readlink returns the target of the link name in d.
+func (d *Dir) Readlink(name string) (string, error) { return d.root.Readlink(name) }
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

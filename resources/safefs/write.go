@@ -1,0 +1,203 @@
+package safefs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// TempInfix follows the target's name in the temporary files of
+// WriteFile: ".NAME.manifold-<slot>".
+const TempInfix = ".manifold-"
+
+// TempSlots is how many temporary files of one target can exist at once:
+// writers of the same file at the same moment take the next free slot.
+// Slots keep a write O(1) in the size of the directory: the leftovers of
+// a killed writer are found by name, not by listing the directory.
+const TempSlots = 8
+
+// staleTempAge is how old an unlocked temporary file must be before it is
+// removed as a dead writer's: a writer creates the file, then locks it.
+const staleTempAge = 5 * time.Second
+
+// WriteFile replaces path with data, safely against whoever can write the
+// directories on the way: the parent is opened as OpenParent does, then
+// (*Dir).WriteFile.
+func WriteFile(path string, data []byte, mode fs.FileMode, uid, gid int) error {
+	d, name, err := OpenParent(path)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.WriteFile(name, data, mode, uid, gid)
+}
+
+// WriteFile atomically replaces name in d with data: a temporary file
+// ".NAME.manifold-<slot>" is created beside it with O_EXCL (never through
+// a link), flock(2)ed, written, given mode and ownership (uid, gid -1: the
+// process's) by descriptor, fsynced and renamed over name; the directory
+// is then fsynced. A link at name is replaced, its target never opened.
+// The unlocked temporary files of name that a killed writer left (older
+// than 5 s) are removed first. Every writing resource type should write
+// through it (file, document, scaffold, archive, user homes...).
+func (d *Dir) WriteFile(name string, data []byte, mode fs.FileMode, uid, gid int) (err error) {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	tmp, err := d.CreateTemp(name)
+	if err != nil {
+		return err
+	}
+	tmpName := filepath.Base(tmp.Name())
+	renamed := false
+	defer func() {
+		if err != nil && !renamed {
+			tmp.Close()
+			_ = syscall.Unlinkat(d.fd, tmpName)
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if uid >= 0 && uid == os.Getuid() {
+		uid = -1
+	}
+	if gid >= 0 && gid == os.Getgid() {
+		gid = -1
+	}
+	if uid >= 0 || gid >= 0 {
+		if err = tmp.Chown(uid, gid); err != nil {
+			return err
+		}
+	}
+	if err = tmp.Chmod(mode); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	// Renamed while still locked, then closed.
+	if err = syscall.Renameat(d.fd, tmpName, d.fd, name); err != nil {
+		return &fs.PathError{Op: "rename", Path: d.join(name), Err: err}
+	}
+	renamed = true
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if fd, derr := syscall.Openat(d.fd, ".", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); derr == nil {
+		_ = syscall.Fsync(fd) // best effort: the rename is done either way
+		syscall.Close(fd)
+	}
+	return nil
+}
+
+// TempName is slot k of the temporary files of name.
+func TempName(name string, k int) string { return "." + name + TempInfix + strconv.Itoa(k) }
+
+// CreateTemp removes the temporary files of name that a killed writer
+// left, then creates one in the first free slot (with every slot taken by
+// live writers, a name of its own) and locks it (flock, held until the
+// file is closed). Its Name is the temporary file's full path.
+func (d *Dir) CreateTemp(name string) (*os.File, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	for k := range TempSlots {
+		d.removeIfStale(TempName(name, k))
+	}
+	for k := range TempSlots + 1 {
+		tmpName := TempName(name, k)
+		if k == TempSlots {
+			// Every slot taken by a live writer: a name of our own.
+			tmpName = "." + name + TempInfix + "x" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		}
+		fd, err := syscall.Openat(d.fd, tmpName, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+		if errors.Is(err, syscall.EEXIST) && k < TempSlots {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "create", Path: d.join(tmpName), Err: err}
+		}
+		if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
+			syscall.Close(fd)
+			_ = syscall.Unlinkat(d.fd, tmpName)
+			return nil, err
+		}
+		return os.NewFile(uintptr(fd), d.join(tmpName)), nil
+	}
+	panic("unreachable")
+}
+
+// removeIfStale removes name when it is a temporary file a killed writer
+// left: a regular file, unlocked and older than staleTempAge. Best effort:
+// a file it cannot judge is left.
+func (d *Dir) removeIfStale(name string) {
+	info, err := d.root.Lstat(name)
+	if err != nil || !info.Mode().IsRegular() || time.Since(info.ModTime()) < staleTempAge {
+		return
+	}
+	fd, err := syscall.Openat(d.fd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer syscall.Close(fd)
+	if syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+		_ = syscall.Unlinkat(d.fd, name)
+	}
+}
+
+// LockName is the lock file (*Dir).Lock keeps beside name.
+func LockName(name string) string { return "." + name + TempInfix + "lock" }
+
+// lockPoll is how often Lock retries a lock another process holds.
+const lockPoll = 5 * time.Millisecond
+
+// Lock takes an exclusive flock(2) on the lock file ".NAME.manifold-lock"
+// beside name (created 0600 when missing, never through a link, and kept:
+// removing it would let two writers lock two different files) and returns
+// its release. Writers that read, change and rewrite name hold it around
+// the whole read-modify-write, so none loses another's update; the file
+// itself cannot carry the lock, as each atomic write replaces its inode.
+// Lock waits for the holder until ctx is done.
+func (d *Dir) Lock(ctx context.Context, name string) (unlock func(), err error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	lockName := LockName(name)
+	fd, err := syscall.Openat(d.fd, lockName, syscall.O_RDWR|syscall.O_CREAT|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("lock %s: %w", d.join(lockName), ErrSymlink)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "lock", Path: d.join(lockName), Err: err}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("lock %s: not a regular file", d.join(lockName))
+	}
+	t := time.NewTicker(lockPoll)
+	defer t.Stop()
+	for {
+		err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { syscall.Close(fd) }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			syscall.Close(fd)
+			return nil, &fs.PathError{Op: "flock", Path: d.join(lockName), Err: err}
+		}
+		select {
+		case <-ctx.Done():
+			syscall.Close(fd)
+			return nil, fmt.Errorf("lock %s: %w", d.join(lockName), context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
