@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/manifold-run/manifold/resources"
+	resourcehttp "github.com/manifold-run/manifold/resources/http"
 	"github.com/manifold-run/manifold/resources/ids"
 )
 
@@ -330,8 +331,10 @@ func (a *Archive) download(ctx context.Context, uid, gid int) (err error) {
 }
 
 // httpClient bounds connecting and waiting for headers; the body is bounded
-// by ctx (the task's timeout) and the download limit.
-var httpClient = &http.Client{Transport: &http.Transport{
+// by ctx (the task's timeout) and the download limit. A redirect to another
+// host sends none of the headers and credentials of the manifest
+// (resourcehttp.CheckRedirect).
+var httpClient = &http.Client{CheckRedirect: resourcehttp.CheckRedirect, Transport: &http.Transport{
 	Proxy:                 http.ProxyFromEnvironment,
 	DialContext:           (&net.Dialer{Timeout: connectTimeout}).DialContext,
 	TLSHandshakeTimeout:   connectTimeout,

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -543,5 +544,35 @@ func TestValidate(t *testing.T) {
 	good := build(t, "/a.tgz", map[string]any{"url": "http://x/b.tar.gz", "checksum": "SHA256:" + strings.Repeat("AB", 32)})
 	if good.props.Checksum != strings.Repeat("ab", 32) {
 		t.Fatalf("checksum %q", good.props.Checksum)
+	}
+}
+
+// TestRedirectToAnotherHostDropsCredentials: the headers and basic auth of
+// the manifest reach the host of the url, not the host a redirect leads to.
+func TestRedirectToAnotherHostDropsCredentials(t *testing.T) {
+	t.Parallel()
+	data := makeZip(t, file("x", "x"))
+	var got atomic.Value
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.2: %v", err)
+	}
+	other := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("X-Token") + "|" + r.Header.Get("Authorization"))
+		w.Write(data)
+	}))
+	other.Listener.Close()
+	other.Listener = l
+	other.Start()
+	defer other.Close()
+	first := httptest.NewServer(http.RedirectHandler(other.URL+"/x.zip", http.StatusFound))
+	defer first.Close()
+	base := t.TempDir()
+	props := map[string]any{"url": first.URL + "/x.zip", "username": "deploy", "password": "s3cret", "headers": map[string]any{"X-Token": "t0k"}}
+	if out := resources.Execute(t.Context(), build(t, filepath.Join(base, "x.zip"), props), &resources.Env{}); out.Status != resources.StatusChanged {
+		t.Fatalf("outcome %+v", out)
+	}
+	if g := got.Load(); g != "|" {
+		t.Fatalf("the other host saw X-Token|Authorization %q", g)
 	}
 }

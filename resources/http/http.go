@@ -328,9 +328,10 @@ func (h *HTTP) do(ctx context.Context, method, u string, headers map[string]stri
 	return nil
 }
 
-// client never follows redirects to another scheme silently and bounds
-// connecting; each request is bounded by its own timeout.
-var client = &nethttp.Client{Transport: &nethttp.Transport{
+// client bounds connecting and keeps the manifest's headers from the hosts
+// a redirect leads to (CheckRedirect); each request is bounded by its own
+// timeout.
+var client = &nethttp.Client{CheckRedirect: CheckRedirect, Transport: &nethttp.Transport{
 	Proxy:                 nethttp.ProxyFromEnvironment,
 	DialContext:           (&net.Dialer{Timeout: DefaultRequestTimeout}).DialContext,
 	TLSHandshakeTimeout:   DefaultRequestTimeout,
