@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/manifold-run/manifold/resources/safefs"
 )
 
 const (
@@ -80,21 +83,33 @@ func truncateDiff(d string) string {
 	return keep + fmt.Sprintf(marker, len(d)-len(keep))
 }
 
-// diff describes a content change for the outcome, unless policy hides it:
-// sensitive content is reported by size only; content of a file that is
-// not world-readable, before (oldMode) or after (newMode), is hidden unless
-// show_diff is true; show_diff false hides every diff. oldMode 0 means the
-// file does not exist yet.
-func (f *File) diff(old, new []byte, oldMode, newMode fs.FileMode) string {
+// diff describes a content change of the file at path (the managed path,
+// or the link's target with links: follow) for the outcome, unless policy
+// hides it: sensitive content is reported by size only; content an
+// unprivileged user of the host could not read, before (when the file
+// exists) or after (newMode, in path's directory), is hidden unless
+// show_diff is true (safefs.ReadableByOthers: the file world-readable and
+// every directory above it world-searchable); show_diff false hides every
+// diff.
+func (f *File) diff(path string, exists bool, old, new []byte, newMode fs.FileMode) string {
 	switch {
 	case f.Sensitive:
 		return fmt.Sprintf("content redacted (sensitive): %d → %d bytes", len(old), len(new))
 	case f.ShowDiff != nil && !*f.ShowDiff:
 		return fmt.Sprintf("diff hidden (show_diff: false): %d → %d bytes", len(old), len(new))
-	case f.ShowDiff == nil && (newMode&0o004 == 0 || (oldMode != 0 && oldMode&0o004 == 0)):
-		return fmt.Sprintf("diff hidden: %s is not world-readable (set show_diff: true to show it): %d → %d bytes", f.Path, len(old), len(new))
+	case f.ShowDiff == nil && !diffable(path, exists, newMode):
+		return fmt.Sprintf("diff hidden: %s is not readable by other users (set show_diff: true to show it): %d → %d bytes", f.Path, len(old), len(new))
 	}
 	return contentDiff(f.Path, old, new)
+}
+
+// diffable tells whether an unprivileged user could read the file at path
+// now (when it exists) and once written with newMode.
+func diffable(path string, exists bool, newMode fs.FileMode) bool {
+	if newMode&0o004 == 0 || !safefs.ReachableByOthers(filepath.Dir(path)) {
+		return false
+	}
+	return !exists || safefs.ReadableByOthers(path)
 }
 
 func isText(b []byte) bool {

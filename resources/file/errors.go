@@ -1,6 +1,10 @@
 package file
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/manifold-run/manifold/resources/safefs"
+)
 
 var (
 	// ErrSourceOutside is the error of a source that resolves outside the
@@ -14,6 +18,7 @@ var (
 	ErrSymlink = errors.New("refusing to change a file through a symlink (set links: follow to manage its target)")
 	// ErrTooLarge is the error of a source larger than MaxContentBytes.
 	ErrTooLarge = errors.New("content too large")
-	// ErrChanged is the error of a path replaced between check and apply.
-	ErrChanged = errors.New("path changed while it was being applied")
+	// ErrChanged is the error of a path replaced between check and apply
+	// (safefs.ErrChanged).
+	ErrChanged = safefs.ErrChanged
 )

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/safefs"
 )
 
 // Type is the resource type name the file type registers under.
@@ -165,6 +166,14 @@ func (f *File) CheckApply(ctx context.Context, env *resources.Env, apply bool) (
 	if err := ctx.Err(); err != nil {
 		return resources.Result{}, err
 	}
+	// The parent is walked from "/" first: a symlink on the way that its
+	// owner could point anywhere fails the resource, in noop too.
+	if err := checkParent(f.Path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) && f.ensure() == EnsureAbsent {
+			return resources.Result{}, nil
+		}
+		return resources.Result{}, err
+	}
 	switch f.ensure() {
 	case EnsureAbsent:
 		return f.absent(apply)
@@ -202,7 +211,7 @@ func (f *File) present(env *resources.Env, apply bool) (resources.Result, error)
 		}
 		res := resources.Result{Changed: true, Message: verb(apply, "create", "created")}
 		if manageContent {
-			res.Diff = f.diff(nil, content, 0, want.perm(0o644))
+			res.Diff = f.diff(f.Path, false, nil, content, want.perm(0o644))
 		}
 		if !apply {
 			return res, nil
@@ -242,7 +251,7 @@ func (f *File) present(env *resources.Env, apply bool) (resources.Result, error)
 		}
 		if contentDiffers = !bytes.Equal(current, content); contentDiffers {
 			changes = append(changes, verb(apply, "update content", "updated content"))
-			diff = f.diff(current, content, have.mode, want.perm(have.mode))
+			diff = f.diff(target, true, current, content, want.perm(have.mode))
 		}
 	}
 	metaChanges := want.differences(have)
@@ -279,7 +288,7 @@ func (f *File) replaceLink(fi fs.FileInfo, content []byte, manageContent bool, w
 	res := resources.Result{
 		Changed: true,
 		Message: verb(apply, "replace symlink to "+dest+" with a file", "replaced symlink to "+dest+" with a file"),
-		Diff:    f.diff(nil, content, 0, want.perm(0o644)),
+		Diff:    f.diff(f.Path, false, nil, content, want.perm(0o644)),
 	}
 	if !apply {
 		return res, nil
@@ -308,7 +317,7 @@ func (f *File) directory(apply bool) (resources.Result, error) {
 		if !apply {
 			return res, nil
 		}
-		if err := os.Mkdir(f.Path, 0o700); err != nil {
+		if err := mkdir(f.Path, 0o700); err != nil {
 			return resources.Result{}, err
 		}
 		// Mkdir's mode passes through the umask; set it (and ownership)
@@ -367,11 +376,16 @@ func (f *File) absent(apply bool) (resources.Result, error) {
 	if !apply {
 		return res, nil
 	}
+	d, name, err := safefs.OpenParent(f.Path)
+	if err != nil {
+		return resources.Result{}, err
+	}
+	defer d.Close()
 	if fi.IsDir() && f.Force {
 		// RemoveAll never follows symbolic links inside the tree.
-		return res, os.RemoveAll(f.Path)
+		return res, d.RemoveAll(name)
 	}
-	return res, os.Remove(f.Path)
+	return res, d.Remove(name)
 }
 
 // resolve follows a symlink at path (links: follow) so content is written to
@@ -385,6 +399,30 @@ func resolve(path string) (string, fs.FileInfo, error) {
 	}
 	fi, err := os.Lstat(target)
 	return target, fi, err
+}
+
+// checkParent opens path's parent directory as writes will (safefs): a
+// missing one is an error wrapping fs.ErrNotExist, and so is an untrusted
+// symbolic link on the way (*safefs.LinkError).
+func checkParent(path string) error {
+	d, _, err := safefs.OpenParent(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("parent directory %s does not exist: %w", filepath.Dir(path), err)
+	}
+	if err != nil {
+		return err
+	}
+	return d.Close()
+}
+
+// mkdir creates the directory path, its parent opened as writes open it.
+func mkdir(path string, perm os.FileMode) error {
+	d, name, err := safefs.OpenParent(path)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Mkdir(name, perm)
 }
 
 func parentExists(path string) error {

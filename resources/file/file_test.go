@@ -109,7 +109,7 @@ func TestPresent(t *testing.T) {
 
 	t.Run("create", func(t *testing.T) {
 		t.Parallel()
-		path := filepath.Join(t.TempDir(), "app.conf")
+		path := filepath.Join(publicDir(t), "app.conf")
 		out := execute(t, build(t, path, "", map[string]any{"content": "port=8080\n"}), resources.Env{})
 		if out.Status != resources.StatusChanged || out.Message != "created" {
 			t.Fatalf("outcome %+v", out)
@@ -227,7 +227,7 @@ func TestPresent(t *testing.T) {
 
 	t.Run("binary diff is a summary", func(t *testing.T) {
 		t.Parallel()
-		path := filepath.Join(t.TempDir(), "bin")
+		path := filepath.Join(publicDir(t), "bin")
 		writeFile(t, path, "\x00\x01", 0o644)
 		out := execute(t, build(t, path, "", map[string]any{"content": "text"}), resources.Env{Noop: true})
 		if !strings.HasPrefix(out.Diff, "size 2 → 4 bytes, sha256 ") {

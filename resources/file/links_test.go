@@ -274,8 +274,9 @@ func TestDiffPolicy(t *testing.T) {
 		contains string
 	}{
 		{"world-readable", 0o644, nil, true, "-old\n+new\n"},
-		{"not world-readable", 0o640, nil, false, "is not world-readable (set show_diff: true to show it)"},
-		{"new mode not world-readable", 0o644, map[string]any{"mode": "0600"}, false, "is not world-readable"},
+		{"not world-readable", 0o640, nil, false, "is not readable by other users (set show_diff: true to show it)"},
+		{"new mode not world-readable", 0o644, map[string]any{"mode": "0600"}, false, "is not readable by other users"},
+		{"world-readable in a 0700 directory", 0o644, map[string]any{"dir_mode": 0o700}, false, "is not readable by other users"},
 		{"show_diff true", 0o600, map[string]any{"show_diff": tru}, true, "-old\n+new\n"},
 		{"show_diff false", 0o644, map[string]any{"show_diff": fals}, false, "diff hidden (show_diff: false): 4 → 4 bytes"},
 		{"sensitive", 0o644, map[string]any{"sensitive": true, "show_diff": tru}, false, "content redacted (sensitive): 4 → 4 bytes"},
@@ -283,12 +284,20 @@ func TestDiffPolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			path := filepath.Join(t.TempDir(), "f")
-			writeFile(t, path, "old\n", tt.mode)
+			dir := publicDir(t)
 			props := map[string]any{"content": "new\n"}
 			for k, v := range tt.props {
 				props[k] = v
 			}
+			if m, ok := props["dir_mode"].(int); ok {
+				delete(props, "dir_mode")
+				dir = filepath.Join(dir, "private")
+				if err := os.Mkdir(dir, os.FileMode(m)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path := filepath.Join(dir, "f")
+			writeFile(t, path, "old\n", tt.mode)
 			for _, noop := range []bool{true, false} {
 				out := execute(t, build(t, path, "", props), resources.Env{Noop: noop})
 				if out.Status != resources.StatusChanged || !strings.Contains(out.Diff, tt.contains) {
@@ -325,7 +334,7 @@ func TestDiffBound(t *testing.T) {
 
 	// A whole-file rewrite of 900 lines of 100 bytes makes a diff of about
 	// 180 KB: the outcome carries at most MaxDiffBytes of it.
-	path := filepath.Join(t.TempDir(), "big")
+	path := filepath.Join(publicDir(t), "big")
 	writeFile(t, path, strings.Repeat(strings.Repeat("a", 99)+"\n", 900), 0o644)
 	out := execute(t, build(t, path, "", map[string]any{"content": strings.Repeat(strings.Repeat("b", 99)+"\n", 900)}), resources.Env{Noop: true})
 	if len(out.Diff) > MaxDiffBytes || !strings.Contains(out.Diff, "[manifold: diff truncated: ") || !strings.HasPrefix(out.Diff, "--- "+path) {

@@ -1,16 +1,13 @@
 package file
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/manifold-run/manifold/resources/ids"
+	"github.com/manifold-run/manifold/resources/safefs"
 )
 
 // permBits are the mode bits the mode property manages.
@@ -111,128 +108,12 @@ func (m meta) applyTo(path string, checked fs.FileInfo, have meta) error {
 	return nil
 }
 
-// tempInfix follows the target's name in the temporary files of
-// writeAtomic: ".NAME.manifold-<slot>".
-const tempInfix = ".manifold-"
-
-// tempSlots is how many temporary files of one target can exist at once:
-// writers of the same file at the same moment take the next free slot.
-// Slots keep a write O(1) in the size of the directory: the leftovers of
-// a killed writer are found by name, not by listing the directory.
-const tempSlots = 8
-
-// staleTempAge is how old an unlocked temporary file must be before it is
-// removed as a dead writer's: a writer creates the file, then locks it.
-const staleTempAge = 5 * time.Second
-
-// writeAtomic replaces path with data: a temporary file in the same
-// directory is written, given mode and ownership (uid, gid -1: the
-// worker's), fsynced and renamed over path; the directory is then fsynced.
-// The temporary file is flock(2)ed until renamed, so temporary files of
-// path that a killed writer left are told apart and removed first.
-func writeAtomic(path string, data []byte, mode os.FileMode, uid, gid int) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := createTemp(dir, filepath.Base(path))
-	if err != nil {
-		return err
-	}
-	renamed := false
-	defer func() {
-		if err != nil && !renamed {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if uid >= 0 && uid == os.Getuid() {
-		uid = -1
-	}
-	if gid >= 0 && gid == os.Getgid() {
-		gid = -1
-	}
-	if uid >= 0 || gid >= 0 {
-		if err = tmp.Chown(uid, gid); err != nil {
-			return err
-		}
-	}
-	if err = tmp.Chmod(mode); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	// Renamed while still locked, then closed.
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	renamed = true
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync() // best effort: the rename is done either way
-		d.Close()
-	}
-	return nil
-}
-
-// tempPath is slot k of the temporary files of dir/base.
-func tempPath(dir, base string, k int) string {
-	return filepath.Join(dir, "."+base+tempInfix+strconv.Itoa(k))
-}
-
-// createTemp removes the temporary files of dir/base that a killed writer
-// left, then creates a temporary file in the first free slot and locks it
-// (flock, held until the file is closed). With every slot taken by live
-// writers it falls back to a random name.
-func createTemp(dir, base string) (*os.File, error) {
-	for k := range tempSlots {
-		removeIfStale(tempPath(dir, base, k))
-	}
-	for k := range tempSlots {
-		f, err := os.OpenFile(tempPath(dir, base, k), os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return lockTemp(f)
-	}
-	f, err := os.CreateTemp(dir, "."+base+tempInfix+"x*")
-	if err != nil {
-		return nil, err
-	}
-	return lockTemp(f)
-}
-
-func lockTemp(f *os.File) (*os.File, error) {
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, err
-	}
-	return f, nil
-}
-
-// removeIfStale removes p when it is a temporary file a killed writer
-// left: a regular file, unlocked and older than staleTempAge. Best effort:
-// a file it cannot judge is left.
-func removeIfStale(p string) {
-	info, err := os.Lstat(p)
-	if err != nil || !info.Mode().IsRegular() || time.Since(info.ModTime()) < staleTempAge {
-		return
-	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
-		_ = os.Remove(p)
-	}
+// writeAtomic replaces path with data through safefs.WriteFile: a
+// temporary file beside it (O_EXCL, flocked until renamed), given mode and
+// ownership (uid, gid -1: the worker's) by descriptor, fsynced and renamed
+// over path, the parent opened without following untrusted links.
+func writeAtomic(path string, data []byte, mode os.FileMode, uid, gid int) error {
+	return safefs.WriteFile(path, data, mode, uid, gid)
 }
 
 // unixToFileMode turns unix mode bits (0o4755) into an os.FileMode, whose

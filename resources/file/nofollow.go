@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/manifold-run/manifold/resources/safefs"
 )
 
 // handle is a file or directory opened without following a final symbolic
@@ -22,33 +24,23 @@ type handle struct {
 	byPath bool
 }
 
-// openNoFollow opens path without following a final symbolic link and
-// checks it is still the inode checked (same device and inode number).
+// openNoFollow opens path without following a final symbolic link, nor an
+// untrusted one on the way (see package safefs), and checks it is still
+// the inode checked (same device and inode number).
 func openNoFollow(path string, checked fs.FileInfo) (*handle, error) {
-	flags := syscall.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
-	h := &handle{}
-	fd, err := syscall.Open(path, flags, 0)
-	if errors.Is(err, syscall.EACCES) {
-		fd, err = syscall.Open(path, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-		h.byPath = true
+	d, name, err := safefs.OpenParent(path)
+	if err != nil {
+		return nil, err
 	}
-	if errors.Is(err, syscall.ELOOP) {
+	defer d.Close()
+	f, byPath, err := d.Open(name, syscall.O_RDONLY, checked)
+	if errors.Is(err, safefs.ErrSymlink) {
 		return nil, fmt.Errorf("%s: %w (a symlink appeared)", path, ErrChanged)
 	}
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
-	h.f = os.NewFile(uintptr(fd), path)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		h.Close()
-		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
-	}
-	if want, ok := checked.Sys().(*syscall.Stat_t); ok && (want.Dev != st.Dev || want.Ino != st.Ino) {
-		h.Close()
-		return nil, fmt.Errorf("%s: %w", path, ErrChanged)
-	}
-	return h, nil
+	return &handle{f: f, byPath: byPath}, nil
 }
 
 // Close closes the descriptor.
@@ -139,6 +131,3 @@ func readSource(rootDir, workDir, src string) ([]byte, error) {
 	return b, nil
 }
 
-// oPath is Linux's O_PATH, which package syscall does not name: a
-// descriptor that names an inode without opening it for reading.
-const oPath = 0x200000
