@@ -130,4 +130,3 @@ func readSource(rootDir, workDir, src string) ([]byte, error) {
 	}
 	return b, nil
 }
-

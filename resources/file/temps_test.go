@@ -9,8 +9,8 @@ import (
 
 // The temporary files of writeAtomic, as safefs names them.
 const (
-	tempInfix    = safefs.TempInfix
-	tempSlots    = safefs.TempSlots
+	tempInfix = safefs.TempInfix
+	tempSlots = safefs.TempSlots
 )
 
 func tempPath(dir, base string, k int) string { return filepath.Join(dir, safefs.TempName(base, k)) }
