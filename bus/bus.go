@@ -85,6 +85,7 @@ type Bus struct {
 	bundles   jetstream.ObjectStore
 	reportsMu sync.Mutex
 	reports   jetstream.ObjectStore
+	tasks     jetstream.ObjectStore
 }
 
 // Open provisions (idempotently) everything manifold needs on the server
@@ -179,6 +180,8 @@ func (b *Bus) provision(ctx context.Context) error {
 		Replicas: r, Storage: objStorage, Description: "manifold manifest bundles"})
 	objects(&b.reports, jetstream.ObjectStoreConfig{Bucket: BucketReports,
 		Replicas: r, Storage: objStorage, Description: "manifold reports of finished runs"})
+	objects(&b.tasks, jetstream.ObjectStoreConfig{Bucket: BucketTasks,
+		TTL: b.cfg.HistoryMaxAge, Replicas: r, Storage: objStorage, Description: "manifold tasks sent by reference (coordinators write)"})
 	return g.Wait()
 }
 

@@ -20,4 +20,7 @@ var (
 	ErrTooLarge = errors.New("bus: too large")
 	// ErrStoreInUse: another live server holds the store directory.
 	ErrStoreInUse = errors.New("bus: store directory in use")
+	// ErrDigestMismatch: an object stored under a digest name
+	// ("sha256-<hex>") holds other content (someone overwrote it).
+	ErrDigestMismatch = errors.New("bus: content does not match its digest name")
 )

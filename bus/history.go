@@ -419,13 +419,12 @@ func (b *Bus) PublishTaskAsync(ctx context.Context, t Task) *Pending {
 		return &Pending{err: err}
 	}
 	if len(data) > b.inlineMax() {
-		// Too large for one message: store the task, send a reference.
-		name, err := b.putObject(ctx, "task-", data)
+		// Too large for one message: store the task (without its tokens)
+		// where only coordinators write, send a reference.
+		env, err := b.putTask(ctx, t)
 		if err != nil {
-			return &Pending{err: fmt.Errorf("bus: task %s of %d bytes: %w", t.MsgID(), len(data), err)}
+			return &Pending{err: err}
 		}
-		env := Task{V: Version, RunID: t.RunID, RootRunID: t.RootRunID, Task: t.Task, Attempt: t.Attempt,
-			Pool: t.Pool, Deadline: t.Deadline, Ref: name}
 		if data, err = encode(env); err != nil {
 			return &Pending{err: err}
 		}
@@ -448,12 +447,8 @@ func (b *Bus) ResolveTask(ctx context.Context, t Task) (Task, error) {
 	if t.Ref == "" {
 		return t, nil
 	}
-	data, err := b.GetBundle(ctx, t.Ref)
+	full, err := b.getTask(ctx, t)
 	if err != nil {
-		return t, fmt.Errorf("bus: task %s by reference: %w", t.MsgID(), err)
-	}
-	var full Task
-	if err := Decode(data, &full); err != nil {
 		return t, fmt.Errorf("bus: task %s by reference: %w", t.MsgID(), err)
 	}
 	if full.RunID != t.RunID || full.Task != t.Task || full.Attempt != t.Attempt {

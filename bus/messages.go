@@ -120,6 +120,14 @@ type Task struct {
 	// it looks for one before executing. A first delivery of a task not
 	// resumed has no recorded outcome and is executed without that lookup.
 	Resumed bool `json:"resumed,omitempty"`
+	// Token is the capability of this task attempt (TaskToken): the
+	// worker signs its outcome with it (SignOutcome). It travels in the
+	// task message only, never in a body stored by reference.
+	Token string `json:"token,omitempty"`
+	// SegmentTokens are the tokens of Segment's items, in order, when the
+	// task travels by reference (the stored body holds none); ResolveTask
+	// puts them back into the items.
+	SegmentTokens []string `json:"segment_tokens,omitempty"`
 }
 
 // SegmentItem is one more resource of a segment task.
@@ -134,6 +142,9 @@ type SegmentItem struct {
 	Traceparent string `json:"traceparent,omitempty"`
 	// Requires are the tasks of the same segment this resource requires.
 	Requires []int `json:"requires,omitempty"`
+	// Token is the capability of this item's task attempt (see
+	// Task.Token).
+	Token string `json:"token,omitempty"`
 }
 
 // MsgID returns the task's JetStream message ID.
@@ -195,6 +206,12 @@ type Outcome struct {
 	// Kind says what fact of the run's history this is; empty for a task
 	// outcome (see FactKind).
 	Kind FactKind `json:"kind,omitempty"`
+
+	// MAC signs the outcome: made with the task's token by the worker
+	// the task was delivered to (SignOutcome), or with the run's secret
+	// by a coordinator (SignFact). A coordinator applies no fact without
+	// a valid one. A replayed outcome keeps the MAC of its record.
+	MAC string `json:"mac,omitempty"`
 }
 
 // EventKind names a progress event; it is the last subject token.

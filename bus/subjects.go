@@ -49,6 +49,10 @@ const (
 	// BucketReports is the object store of the reports of finished runs,
 	// by run ID.
 	BucketReports = "manifold-reports"
+	// BucketTasks is the object store of tasks too large for one message
+	// (Task.Ref), by digest name: only coordinators write it, workers
+	// read it.
+	BucketTasks = "manifold-tasks"
 )
 
 // PinnedPoolPrefix starts the name of the pool each worker takes alone:

@@ -20,6 +20,7 @@ import (
 	"github.com/manifold-run/manifold/resources"
 	resourcehttp "github.com/manifold-run/manifold/resources/http"
 	"github.com/manifold-run/manifold/resources/ids"
+	"github.com/manifold-run/manifold/resources/safefs"
 )
 
 // Type is the resource type name, as written in manifests.
@@ -170,15 +171,35 @@ func (a *Archive) Validate() error {
 }
 
 // CheckApply converges the archive: ensure absent removes the archive file;
-// present does nothing when creates exists, otherwise downloads the archive
-// when it is missing or its checksum differs, extracts it when it was
-// downloaded or creates is missing, removes it with cleanup, and sets the
-// archive file's owner and group.
+// present does nothing when creates exists (and no interrupted extraction
+// left its temporary tree), otherwise downloads the archive when it is
+// missing or its checksum differs, extracts it when it was downloaded,
+// creates is missing or an extraction was interrupted, removes it with
+// cleanup, and sets the archive file's owner and group.
+//
+// With extract_parent, the archive file is put in place only once its
+// extraction is complete: its presence is the mark of a finished
+// extraction. An extraction that fails removes the archive file, so the
+// next run downloads and extracts (or refuses) it again.
 func (a *Archive) CheckApply(ctx context.Context, env *resources.Env, apply bool) (resources.Result, error) {
 	if a.ensure == EnsureAbsent {
 		return a.absent(apply)
 	}
-	if c := a.props.Creates; c != "" {
+	var left []string
+	if dest := a.props.ExtractParent; dest != "" {
+		parent, name, err := openDest(dest, false)
+		if err != nil {
+			return resources.Result{}, err
+		}
+		if parent != nil {
+			left, err = leftovers(parent, name)
+			parent.Close()
+			if err != nil {
+				return resources.Result{}, err
+			}
+		}
+	}
+	if c := a.props.Creates; c != "" && len(left) == 0 {
 		if _, err := os.Lstat(c); err == nil {
 			return resources.Result{Message: "creates " + c + " exists"}, nil
 		} else if !errors.Is(err, fs.ErrNotExist) {
@@ -205,9 +226,12 @@ func (a *Archive) CheckApply(ctx context.Context, env *resources.Env, apply bool
 		}
 		download = sum != a.props.Checksum
 	}
-	unpack := a.props.ExtractParent != "" && (download || a.props.Creates != "")
+	unpack := a.props.ExtractParent != "" && (download || a.props.Creates != "" || len(left) > 0)
 	cleanup := a.props.Cleanup && (unpack || exists)
 	var changes []string
+	if len(left) > 0 {
+		changes = append(changes, fmt.Sprintf("remove %d leftover(s) of an interrupted extraction (%s)", len(left), strings.Join(left, ", ")))
+	}
 	if download {
 		changes = append(changes, "download "+redact(a.props.URL))
 	}
@@ -228,28 +252,70 @@ func (a *Archive) CheckApply(ctx context.Context, env *resources.Env, apply bool
 	if !apply {
 		return res, nil
 	}
+	return res, a.apply(ctx, fi, download, unpack, cleanup, chown, uid, gid)
+}
+
+// apply downloads (into a temporary file beside the name), extracts, then
+// renames the download into place or, with cleanup, removes it. A failed
+// extraction removes the archive, downloaded or not.
+func (a *Archive) apply(ctx context.Context, fi fs.FileInfo, download, unpack, cleanup, chown bool, uid, gid int) error {
+	dir, name, err := safefs.OpenParent(a.path)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	var (
+		src     *os.File
+		tmpName string
+	)
 	if download {
-		if err := a.download(ctx, uid, gid); err != nil {
-			return resources.Result{}, err
+		if src, err = a.download(ctx, dir, name, uid, gid); err != nil {
+			return err
 		}
+		tmpName = filepath.Base(src.Name())
+		defer func() {
+			src.Close()
+			if tmpName != "" {
+				dir.Remove(tmpName)
+			}
+		}()
+	} else if unpack {
+		if src, _, err = dir.Open(name, os.O_RDONLY, fi); err != nil {
+			return err
+		}
+		defer src.Close()
 	}
 	if unpack {
 		k, _ := kindOf(a.path)
-		if err := extract(ctx, a.path, k, a.props.ExtractParent, a.lim, uid, gid); err != nil {
-			return resources.Result{}, fmt.Errorf("extract %s: %w", a.path, err)
+		if err := extract(ctx, src, k, a.props.ExtractParent, a.lim, uid, gid); err != nil {
+			if !download {
+				// What failed goes, so the next run tries again.
+				if rerr := dir.Remove(name); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+					err = errors.Join(err, rerr)
+				}
+			}
+			return fmt.Errorf("extract %s: %w", a.path, err)
 		}
 	}
-	if cleanup {
-		if err := os.Remove(a.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return resources.Result{}, err
+	switch {
+	case download && cleanup:
+		// tmpName is removed by the deferred function.
+	case download:
+		if err := dir.Rename(tmpName, dir, name); err != nil {
+			return err
+		}
+		tmpName = ""
+	case cleanup:
+		if err := dir.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
 	}
 	if chown {
 		if err := os.Lchown(a.path, uid, gid); err != nil {
-			return resources.Result{}, err
+			return err
 		}
 	}
-	return res, nil
+	return nil
 }
 
 func (a *Archive) absent(apply bool) (resources.Result, error) {
@@ -270,13 +336,14 @@ func (a *Archive) absent(apply bool) (resources.Result, error) {
 	return res, os.Remove(a.path)
 }
 
-// download fetches the archive into a temporary file beside it, bounded by
-// the download limit, verifies its checksum and renames it into place;
-// any failure removes the temporary file.
-func (a *Archive) download(ctx context.Context, uid, gid int) (err error) {
+// download fetches the archive into a temporary file beside it in dir
+// (safefs's ".NAME.manifold-N", flocked), bounded by the download limit,
+// verifies its checksum and returns it open; the caller renames it into
+// place once it is extracted. Any failure removes the temporary file.
+func (a *Archive) download(ctx context.Context, dir *safefs.Dir, name string, uid, gid int) (_ *os.File, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.props.URL, nil)
 	if err != nil {
-		return fmt.Errorf("url: %w", err)
+		return nil, fmt.Errorf("url: %w", err)
 	}
 	for k, v := range a.props.Headers {
 		req.Header.Set(k, v)
@@ -286,48 +353,45 @@ func (a *Archive) download(ctx context.Context, uid, gid int) (err error) {
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("download %s: %w", redact(a.props.URL), scrub(err, a.props.Password))
+		return nil, fmt.Errorf("download %s: %w", redact(a.props.URL), scrub(err, a.props.Password))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("download %s: %w %s", redact(a.props.URL), ErrHTTPStatus, resp.Status)
+		return nil, fmt.Errorf("download %s: %w %s", redact(a.props.URL), ErrHTTPStatus, resp.Status)
 	}
 	if resp.ContentLength > a.lim.download {
-		return fmt.Errorf("download %s: %w: %d bytes announced, limit %d", redact(a.props.URL), ErrTooLarge, resp.ContentLength, a.lim.download)
+		return nil, fmt.Errorf("download %s: %w: %d bytes announced, limit %d", redact(a.props.URL), ErrTooLarge, resp.ContentLength, a.lim.download)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(a.path), "."+filepath.Base(a.path)+".manifold-*")
+	tmp, err := dir.CreateTemp(name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			tmp.Close()
-			os.Remove(tmp.Name())
+			dir.Remove(filepath.Base(tmp.Name()))
 		}
 	}()
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(resp.Body, a.lim.download+1))
 	if err != nil {
-		return fmt.Errorf("download %s: %w", redact(a.props.URL), err)
+		return nil, fmt.Errorf("download %s: %w", redact(a.props.URL), err)
 	}
 	if n > a.lim.download {
-		return fmt.Errorf("download %s: %w: more than %d bytes", redact(a.props.URL), ErrTooLarge, a.lim.download)
+		return nil, fmt.Errorf("download %s: %w: more than %d bytes", redact(a.props.URL), ErrTooLarge, a.lim.download)
 	}
 	if sum := hex.EncodeToString(h.Sum(nil)); a.props.Checksum != "" && sum != a.props.Checksum {
-		return fmt.Errorf("download %s: %w: got sha256 %s, want %s", redact(a.props.URL), ErrChecksum, sum, a.props.Checksum)
+		return nil, fmt.Errorf("download %s: %w: got sha256 %s, want %s", redact(a.props.URL), ErrChecksum, sum, a.props.Checksum)
 	}
 	if uid >= 0 || gid >= 0 {
 		if err = tmp.Chown(uid, gid); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err = tmp.Sync(); err != nil {
-		return err
+		return nil, err
 	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), a.path)
+	return tmp, nil
 }
 
 // httpClient bounds connecting and waiting for headers; the body is bounded

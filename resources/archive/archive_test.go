@@ -242,14 +242,14 @@ func TestConformance(t *testing.T) {
 				if n := srv.hits.Load(); n != 1 {
 					t.Fatalf("%d downloads, want 1 (noop and converged runs download nothing)", n)
 				}
-				leftovers(t, base)
+				noLeftovers(t, base)
 			})
 		}
 	}
 }
 
-// leftovers fails when temporary files or directories are left in dir.
-func leftovers(t *testing.T, dir string) {
+// noLeftovers fails when temporary files or directories are left in dir.
+func noLeftovers(t *testing.T, dir string) {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -276,7 +276,7 @@ func TestChecksumMismatch(t *testing.T) {
 	if got := tree(t, base); got != ". drwx------ 0:0" && strings.Count(got, "\n") != 0 {
 		t.Fatalf("left after a mismatch:\n%s", got)
 	}
-	leftovers(t, base)
+	noLeftovers(t, base)
 }
 
 func TestAuthAndHeaders(t *testing.T) {
@@ -290,7 +290,7 @@ func TestAuthAndHeaders(t *testing.T) {
 	if out.Status != resources.StatusFailed || !errors.Is(out.Err, ErrHTTPStatus) || !strings.Contains(out.Message, "401") || strings.Contains(out.Err.Error(), "wrong-pass") {
 		t.Fatalf("outcome %+v", out)
 	}
-	leftovers(t, base)
+	noLeftovers(t, base)
 	props["password"] = "s3cret"
 	if out := resources.Execute(t.Context(), build(t, name, props), &resources.Env{}); out.Status != resources.StatusChanged {
 		t.Fatalf("outcome %+v", out)
@@ -347,7 +347,7 @@ func TestEscapingEntries(t *testing.T) {
 				if _, err := os.Lstat(filepath.Join(base, "evil")); err == nil {
 					t.Fatal("an entry escaped")
 				}
-				leftovers(t, filepath.Join(base, "parent"))
+				noLeftovers(t, filepath.Join(base, "parent"))
 			})
 		}
 	}
@@ -366,7 +366,7 @@ func TestLimits(t *testing.T) {
 			if _, err := os.Lstat(filepath.Join(base, "out")); err == nil {
 				t.Fatalf("%+v: half-extracted output left", lim)
 			}
-			leftovers(t, base)
+			noLeftovers(t, base)
 		}
 		return out
 	}
@@ -418,7 +418,7 @@ func TestDownloadLimitWithoutLength(t *testing.T) {
 		}
 		os.Remove(filepath.Join(base, "z.zip"))
 	}
-	leftovers(t, base)
+	noLeftovers(t, base)
 }
 
 func TestExtractMergesIntoExistingDirectory(t *testing.T) {

@@ -21,3 +21,8 @@ var (
 	// than 200.
 	ErrHTTPStatus = errors.New("unexpected HTTP status")
 )
+
+// ErrLinkedParent is the error of an extract_parent that is a symbolic
+// link: whoever owns it, it is never followed nor replaced. Name the
+// directory it points to instead.
+var ErrLinkedParent = errors.New("refusing to extract through a symlinked extract_parent")

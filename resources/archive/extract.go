@@ -9,11 +9,16 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
+
+	"github.com/manifold-run/manifold/resources/safefs"
 )
 
 // maxLinkHops bounds how many symbolic links resolving one link may follow.
@@ -32,38 +37,139 @@ type limits struct {
 type extractor struct {
 	ctx     context.Context
 	root    *os.Root
-	dir     string
 	lim     limits
 	written int64
 	count   int
 	dirs    map[string]fs.FileMode
 }
 
-// extract unpacks the archive at file (kind: tar, tar.gz or zip) into dest:
-// first completely into a temporary directory beside dest, checked for
+// extractInfix follows extract_parent's name in the temporary trees of its
+// extractions: ".NAME.manifold-extract-<random>", beside it.
+const extractInfix = ".manifold-extract-"
+
+func extractPrefix(name string) string { return "." + name + extractInfix }
+
+// openDest opens the directory holding dest by descriptor (safefs: links
+// on the way are followed only when root or the worker owns them), creating
+// it when create is set, and checks dest itself is a directory or missing,
+// never a symbolic link (ErrLinkedParent). Without create a missing parent
+// is (nil, "", nil).
+func openDest(dest string, create bool) (*safefs.Dir, string, error) {
+	var (
+		parent *safefs.Dir
+		err    error
+	)
+	if create {
+		parent, err = safefs.MkdirAll(filepath.Dir(dest), 0o755)
+	} else {
+		parent, err = safefs.OpenDir(filepath.Dir(dest))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, "", nil
+		}
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("extract_parent: %w", err)
+	}
+	name := filepath.Base(dest)
+	fi, err := parent.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		parent.Close()
+		return nil, "", fmt.Errorf("extract_parent: %w", err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, _ := parent.Readlink(name)
+		parent.Close()
+		return nil, "", fmt.Errorf("extract_parent %s is a symlink to %s: %w", dest, target, ErrLinkedParent)
+	case !fi.IsDir():
+		parent.Close()
+		return nil, "", fmt.Errorf("extract_parent %s exists and is not a directory (%s)", dest, fi.Mode().Type())
+	}
+	return parent, name, nil
+}
+
+// leftovers lists the temporary trees of extractions into name (in parent)
+// that no live extraction holds: what a killed worker left. An extraction
+// holds an flock on its tree's directory until the tree is in place.
+func leftovers(parent *safefs.Dir, name string) ([]string, error) {
+	f, err := parent.Root().Open(".")
+	if err != nil {
+		return nil, err
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range names {
+		if !strings.HasPrefix(n, extractPrefix(name)) {
+			continue
+		}
+		d, _, err := parent.Open(n, syscall.O_RDONLY|syscall.O_DIRECTORY, nil)
+		if err != nil {
+			continue // not a directory, or gone: not ours to judge
+		}
+		if syscall.Flock(int(d.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			out = append(out, n)
+		}
+		d.Close()
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// extract unpacks the archive src (kind: tar, tar.gz or zip) into dest:
+// first completely into a temporary directory beside dest
+// (".NAME.manifold-extract-<random>", flocked while it exists), checked for
 // escaping links and given owner and group (uid, gid; -1 keeps the
-// worker's), then moved into place (see install). On any error the
-// temporary directory is removed and dest is untouched.
-func extract(ctx context.Context, file string, k kind, dest string, lim limits, uid, gid int) error {
-	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".manifold-extract-*")
+// worker's), then moved into place by descriptor (see install). The trees
+// a killed extraction left are removed first. On any error the temporary
+// directory is removed; dest may then hold part of a merge only when
+// moving the checked tree into it failed midway.
+func extract(ctx context.Context, src *os.File, k kind, dest string, lim limits, uid, gid int) (err error) {
+	parent, name, err := openDest(dest, true)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	root, err := os.OpenRoot(tmp)
+	defer parent.Close()
+	old, err := leftovers(parent, name)
 	if err != nil {
 		return err
 	}
-	defer root.Close()
-	x := &extractor{ctx: ctx, root: root, dir: tmp, lim: lim, dirs: map[string]fs.FileMode{}}
+	for _, n := range old {
+		if err := parent.RemoveAll(n); err != nil {
+			return fmt.Errorf("removing the leftover of an interrupted extraction: %w", err)
+		}
+	}
+	tmpName := extractPrefix(name) + strconv.FormatUint(rand.Uint64(), 36)
+	if err := parent.Mkdir(tmpName, 0o700); err != nil {
+		return err
+	}
+	lock, _, err := parent.Open(tmpName, syscall.O_RDONLY|syscall.O_DIRECTORY, nil)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	defer func() {
+		if rerr := parent.RemoveAll(tmpName); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
+			err = rerr
+		}
+	}()
+	tmp, err := parent.Sub(tmpName)
+	if err != nil {
+		return err
+	}
+	defer tmp.Close()
+	x := &extractor{ctx: ctx, root: tmp.Root(), lim: lim, dirs: map[string]fs.FileMode{}}
 	switch k {
 	case kindZip:
-		err = x.zip(file)
+		err = x.zip(src)
 	default:
-		err = x.tar(file, k == kindTarGz)
+		err = x.tar(src, k == kindTarGz)
 	}
 	if err != nil {
 		return err
@@ -71,15 +177,13 @@ func extract(ctx context.Context, file string, k kind, dest string, lim limits, 
 	if err := x.finish(uid, gid); err != nil {
 		return err
 	}
-	return install(tmp, dest)
+	return install(parent, tmpName, name)
 }
 
-func (x *extractor) tar(file string, gz bool) error {
-	f, err := os.Open(file)
-	if err != nil {
+func (x *extractor) tar(f *os.File, gz bool) error {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	defer f.Close()
 	var r io.Reader = f
 	if gz {
 		z, err := gzip.NewReader(f)
@@ -119,12 +223,15 @@ func (x *extractor) tar(file string, gz bool) error {
 	}
 }
 
-func (x *extractor) zip(file string) error {
-	zr, err := zip.OpenReader(file)
+func (x *extractor) zip(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	zr, err := zip.NewReader(f, fi.Size())
 	if err != nil {
 		return fmt.Errorf("zip: %w", err)
 	}
-	defer zr.Close()
 	for _, zf := range zr.File {
 		mode := zf.Mode()
 		typ := typeFile
@@ -277,21 +384,21 @@ func (x *extractor) entry(name string, typ entryType, mode fs.FileMode, link str
 
 // finish checks every symbolic link resolves inside the tree (a link may be
 // harmless alone and escape through another), sets directory modes and, when
-// uid or gid is not -1, ownership of everything.
+// uid or gid is not -1, ownership of everything; all through the tree's
+// os.Root, never by path.
 func (x *extractor) finish(uid, gid int) error {
-	err := filepath.WalkDir(x.dir, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(x.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(x.dir, p)
 		if d.Type()&fs.ModeSymlink != 0 {
-			if esc, err := escapes(x.dir, filepath.ToSlash(rel)); err != nil || esc {
-				t, _ := os.Readlink(p)
-				return fmt.Errorf("%s -> %s: %w", filepath.ToSlash(rel), t, cmpErr(err, ErrEscape))
+			if esc, err := escapes(x.root, p); err != nil || esc {
+				t, _ := x.root.Readlink(p)
+				return fmt.Errorf("%s -> %s: %w", p, t, cmpErr(err, ErrEscape))
 			}
 		}
 		if uid >= 0 || gid >= 0 {
-			return os.Lchown(p, uid, gid)
+			return x.root.Lchown(p, uid, gid)
 		}
 		return nil
 	})
@@ -306,12 +413,12 @@ func (x *extractor) finish(uid, gid int) error {
 	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	for _, d := range dirs {
 		mode := x.dirs[d] | 0o700 // the owner can always enter and update it
-		if err := os.Chmod(filepath.Join(x.dir, filepath.FromSlash(d)), mode); err != nil {
+		if err := x.root.Chmod(d, mode); err != nil {
 			return err
 		}
 	}
 	if _, ok := x.dirs["."]; !ok {
-		return os.Chmod(x.dir, 0o755)
+		return x.root.Chmod(".", 0o755)
 	}
 	return nil
 }
@@ -324,9 +431,9 @@ func cmpErr(err, def error) error {
 }
 
 // escapes reports whether the symbolic link at rel (a slash path inside
-// dir) resolves outside dir, following every link on the way as the kernel
-// would; missing components are taken lexically.
-func escapes(dir, rel string) (bool, error) {
+// root) resolves outside root, following every link on the way as the
+// kernel would; missing components are taken lexically.
+func escapes(dir *os.Root, rel string) (bool, error) {
 	hops := 0
 	parts := strings.Split(path.Dir(rel), "/")
 	if path.Dir(rel) == "." {
@@ -337,7 +444,7 @@ func escapes(dir, rel string) (bool, error) {
 }
 
 // resolveIn walks p from the physical directory stack inside dir.
-func resolveIn(dir string, stack []string, p string, hops *int) ([]string, bool, error) {
+func resolveIn(dir *os.Root, stack []string, p string, hops *int) ([]string, bool, error) {
 	for c := range strings.SplitSeq(p, "/") {
 		switch c {
 		case "", ".":
@@ -350,8 +457,8 @@ func resolveIn(dir string, stack []string, p string, hops *int) ([]string, bool,
 			continue
 		}
 		next := append(stack[:len(stack):len(stack)], c)
-		full := filepath.Join(dir, filepath.Join(next...))
-		fi, err := os.Lstat(full)
+		full := path.Join(next...)
+		fi, err := dir.Lstat(full)
 		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 			stack = next
 			continue
@@ -359,7 +466,7 @@ func resolveIn(dir string, stack []string, p string, hops *int) ([]string, bool,
 		if *hops++; *hops > maxLinkHops {
 			return nil, false, fmt.Errorf("%w: more than %d links", ErrEscape, maxLinkHops)
 		}
-		t, err := os.Readlink(full)
+		t, err := dir.Readlink(full)
 		if err != nil {
 			return nil, false, err
 		}
@@ -374,41 +481,81 @@ func resolveIn(dir string, stack []string, p string, hops *int) ([]string, bool,
 	return stack, false, nil
 }
 
-// install moves the extracted tree src into dst: one rename when dst does
-// not exist; otherwise entry by entry, merging into existing directories and
-// replacing files and links (a link at dst is replaced, never followed).
-// A directory is never replaced by a file, and existing directories keep
-// their mode and owner.
-func install(src, dst string) error {
-	fi, err := os.Lstat(dst)
-	if errors.Is(err, fs.ErrNotExist) {
-		return os.Rename(src, dst)
+// install moves the extracted tree tmpName into name, both in parent, by
+// descriptor: one rename when name does not exist; otherwise entry by
+// entry (see merge).
+func install(parent *safefs.Dir, tmpName, name string) error {
+	if _, err := parent.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+		return parent.Rename(tmpName, parent, name)
 	}
+	src, err := parent.Sub(tmpName)
 	if err != nil {
 		return err
 	}
-	sfi, err := os.Lstat(src)
+	defer src.Close()
+	dst, err := parent.Sub(name) // a symlink there now is refused
 	if err != nil {
 		return err
 	}
-	switch {
-	case fi.IsDir() && sfi.IsDir():
-		entries, err := os.ReadDir(src)
+	defer dst.Close()
+	return merge(src, dst)
+}
+
+// merge moves the entries of src into dst, merging into existing
+// directories and replacing files and links (a link in dst is replaced,
+// never followed: every directory is opened by descriptor with
+// O_NOFOLLOW). A directory is never replaced by a file, and existing
+// directories keep their mode and owner.
+func merge(src, dst *safefs.Dir) error {
+	f, err := src.Root().Open(".")
+	if err != nil {
+		return err
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		sfi, err := src.Lstat(n)
 		if err != nil {
 			return err
 		}
-		for _, e := range entries {
-			if err := install(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+		dfi, err := dst.Lstat(n)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return err
+		case dfi.IsDir() && sfi.IsDir():
+			if err := mergeSub(src, dst, n); err != nil {
+				return err
+			}
+			continue
+		case dfi.IsDir():
+			return fmt.Errorf("%s is a directory; the archive has a %s there", filepath.Join(dst.Path(), n), sfi.Mode().Type())
+		case sfi.IsDir():
+			if err := dst.Remove(n); err != nil {
 				return err
 			}
 		}
-		return nil
-	case fi.IsDir():
-		return fmt.Errorf("%s is a directory; the archive has a %s there", dst, sfi.Mode().Type())
-	case sfi.IsDir():
-		if err := os.Remove(dst); err != nil {
+		if err := src.Rename(n, dst, n); err != nil {
 			return err
 		}
 	}
-	return os.Rename(src, dst)
+	return nil
+}
+
+func mergeSub(src, dst *safefs.Dir, name string) error {
+	s, err := src.Sub(name)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	d, err := dst.Sub(name)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return merge(s, d)
 }
