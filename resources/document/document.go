@@ -6,15 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/manifold-run/manifold/resources"
 	"github.com/manifold-run/manifold/resources/merge"
+	"github.com/manifold-run/manifold/resources/safefs"
 )
 
 // Type is the resource type name the document type registers under.
@@ -316,38 +318,51 @@ func (d *Document) settle(ctx context.Context, env *resources.Env, store Store, 
 	return d.saveLast(ctx, store)
 }
 
+// checkFile merges into the file d.Name. Its directory is opened by
+// descriptor (safefs: no untrusted symlink on the way, none at the name);
+// with apply, the lock file beside the document is held from the read to
+// the write of the last-applied record, so concurrent writers of one
+// document (two workers, two `manifold apply`) never lose an update.
 func (d *Document) checkFile(ctx context.Context, env *resources.Env, apply bool) (resources.Result, error) {
 	want, err := d.wantMeta()
 	if err != nil {
 		return resources.Result{}, err
 	}
-	target := d.Name
-	if fi, err := os.Lstat(target); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		if target, err = filepath.EvalSymlinks(target); err != nil {
-			return resources.Result{}, fmt.Errorf("%s is a dangling symlink: %w", d.Name, err)
+	dir, name, err := safefs.OpenParent(d.Name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return resources.Result{}, fmt.Errorf("parent directory %s does not exist", filepath.Dir(d.Name))
+	}
+	if err != nil {
+		return resources.Result{}, err
+	}
+	defer dir.Close()
+	if apply {
+		unlock, err := dir.Lock(ctx, name)
+		if err != nil {
+			return resources.Result{}, fmt.Errorf("%s: %w", d.Name, err)
 		}
+		defer unlock()
 	}
 	var (
 		data   []byte
 		have   meta
 		exists bool
 	)
-	fi, err := os.Stat(target)
+	fi, err := dir.Lstat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		parent := filepath.Dir(target)
-		if pfi, err := os.Stat(parent); err != nil || !pfi.IsDir() {
-			return resources.Result{}, fmt.Errorf("parent directory %s does not exist", parent)
-		}
 	case err != nil:
 		return resources.Result{}, err
+	case fi.Mode()&fs.ModeSymlink != 0:
+		dest, _ := dir.Readlink(name)
+		return resources.Result{}, fmt.Errorf("%s is a symlink to %s: %w", d.Name, dest, ErrSymlink)
 	case !fi.Mode().IsRegular():
 		return resources.Result{}, fmt.Errorf("%s is not a regular file (%s)", d.Name, fi.Mode().Type())
 	case fi.Size() > MaxDocumentBytes:
 		return resources.Result{}, fmt.Errorf("%s: %w: %d bytes, the limit is %d", d.Name, ErrTooLarge, fi.Size(), MaxDocumentBytes)
 	default:
 		exists, have = true, metaOf(fi)
-		if data, err = os.ReadFile(target); err != nil {
+		if data, err = readChecked(dir, name, fi); err != nil {
 			return resources.Result{}, err
 		}
 	}
@@ -367,7 +382,17 @@ func (d *Document) checkFile(ctx context.Context, env *resources.Env, apply bool
 	if len(changes) == 0 {
 		return resources.Result{}, d.settle(ctx, env, store, p)
 	}
-	res := resources.Result{Changed: true, Message: strings.Join(changes, ", "), Diff: p.diff}
+	m := want
+	if exists {
+		m = want.over(have)
+	} else if !m.modeSet {
+		m.mode = 0o644
+	}
+	diff := p.diff
+	if !diffable(d.Name, exists, m.mode) {
+		diff = fmt.Sprintf("diff hidden: %s is not readable by other users", d.Name)
+	}
+	res := resources.Result{Changed: true, Message: strings.Join(changes, ", "), Diff: diff}
 	if !apply {
 		return res, nil
 	}
@@ -379,19 +404,37 @@ func (d *Document) checkFile(ctx context.Context, env *resources.Env, apply bool
 		if len(out) > MaxDocumentBytes {
 			return resources.Result{}, fmt.Errorf("%s: %w: the merged document has %d bytes, the limit is %d", d.Name, ErrTooLarge, len(out), MaxDocumentBytes)
 		}
-		m := want
-		if exists {
-			m = want.over(have)
-		} else if !m.modeSet {
-			m.mode = 0o644
-		}
-		if err := writeAtomic(target, out, m.mode, m.uid, m.gid); err != nil {
+		if err := dir.WriteFile(name, out, m.mode, m.uid, m.gid); err != nil {
 			return resources.Result{}, fmt.Errorf("write %s: %w", d.Name, err)
 		}
-	} else if err := want.applyTo(target, have); err != nil {
+	} else if err := want.applyTo(dir, name, fi, have); err != nil {
 		return resources.Result{}, err
 	}
 	return res, d.saveLast(ctx, store)
+}
+
+// readChecked reads name in dir, which must still be the file checked
+// (never a link), up to MaxDocumentBytes+1 bytes.
+func readChecked(dir *safefs.Dir, name string, checked fs.FileInfo) ([]byte, error) {
+	f, pathOnly, err := dir.Open(name, syscall.O_RDONLY, checked)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if pathOnly {
+		return nil, &fs.PathError{Op: "read", Path: f.Name(), Err: fs.ErrPermission}
+	}
+	return io.ReadAll(io.LimitReader(f, MaxDocumentBytes+1))
+}
+
+// diffable tells whether an unprivileged user of the host could read the
+// document at path now (when it exists) and once written with mode: the
+// rule for showing its values in diffs (safefs.ReadableByOthers).
+func diffable(path string, exists bool, mode fs.FileMode) bool {
+	if mode&0o004 == 0 || !safefs.ReachableByOthers(filepath.Dir(path)) {
+		return false
+	}
+	return !exists || safefs.ReadableByOthers(path)
 }
 
 // contentChange words a content change: "create", "update 3 fields"

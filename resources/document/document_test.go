@@ -20,7 +20,21 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	return &testBundle{dir: t.TempDir(), store: &FileStore{Dir: t.TempDir(), Host: "host1"}}
+	return &testBundle{dir: publicDir(t), store: &FileStore{Dir: t.TempDir(), Host: "host1"}}
+}
+
+// publicDir is a t.TempDir() that other users can reach, as /etc is (the
+// test's temporary directories are 0700): diffs of world-readable
+// documents in it are shown.
+func publicDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 func (b *testBundle) doc(t *testing.T, name string, props map[string]any) *Document {

@@ -13,6 +13,11 @@ var (
 	// ErrNoBuckets is returned for a kv:// document when the process has no
 	// NATS connection to reach buckets through.
 	ErrNoBuckets = errors.New("document: no NATS buckets in this process")
+	// ErrSymlink is returned for a file document whose path is a symbolic
+	// link: it is never read or written through (merging into what it
+	// points to could write anywhere), nor replaced (which would drop the
+	// document others wrote). Manage the link's target by its own path.
+	ErrSymlink = errors.New("document: refusing to read or write a document through a symlink (name the link's target instead)")
 	// ErrTooLarge is returned for a document larger than MaxDocumentBytes.
 	ErrTooLarge = errors.New("document: too large")
 )

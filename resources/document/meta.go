@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/manifold-run/manifold/resources/ids"
+	"github.com/manifold-run/manifold/resources/safefs"
 )
 
 // meta is the mode and ownership a document file should have; modeSet
@@ -89,8 +89,10 @@ func (m meta) over(have meta) meta {
 	return m
 }
 
-// applyTo sets ownership, then mode (chown may clear mode bits).
-func (m meta) applyTo(path string, have meta) error {
+// applyTo sets ownership, then mode (chown may clear mode bits), of name
+// in dir through a descriptor that must be the inode checked (never a
+// link; safefs.ErrChanged otherwise).
+func (m meta) applyTo(dir *safefs.Dir, name string, checked fs.FileInfo, have meta) error {
 	uid, gid := -1, -1
 	if m.uid >= 0 && m.uid != have.uid {
 		uid = m.uid
@@ -98,61 +100,40 @@ func (m meta) applyTo(path string, have meta) error {
 	if m.gid >= 0 && m.gid != have.gid {
 		gid = m.gid
 	}
-	if uid >= 0 || gid >= 0 {
-		if err := os.Lchown(path, uid, gid); err != nil {
-			return err
-		}
+	chmod := m.modeSet && (m.mode != have.mode || uid >= 0 || gid >= 0)
+	if uid < 0 && gid < 0 && !chmod {
+		return nil
 	}
-	if m.modeSet && (m.mode != have.mode || uid >= 0 || gid >= 0) {
-		return os.Chmod(path, m.mode)
-	}
-	return nil
-}
-
-// writeAtomic replaces path with data through a temporary file in the same
-// directory (given mode and, unless -1, ownership), fsynced and renamed over
-// path. The temporary file is removed when anything fails.
-func writeAtomic(path string, data []byte, mode fs.FileMode, uid, gid int) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".manifold-*")
+	f, pathOnly, err := dir.Open(name, syscall.O_RDONLY, checked)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if uid == os.Getuid() {
-		uid = -1
-	}
-	if gid == os.Getgid() {
-		gid = -1
-	}
+	defer f.Close()
+	// An O_PATH descriptor (a file the worker may not read) is changed
+	// through /proc/self/fd, which names that very inode.
+	proc := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
 	if uid >= 0 || gid >= 0 {
-		if err = tmp.Chown(uid, gid); err != nil {
+		if pathOnly {
+			err = os.Chown(proc, uid, gid)
+		} else {
+			err = f.Chown(uid, gid)
+		}
+		if err != nil {
 			return err
 		}
 	}
-	if err = tmp.Chmod(mode); err != nil {
-		return err
+	if !chmod {
+		return nil
 	}
-	if err = tmp.Sync(); err != nil {
-		return err
+	if pathOnly {
+		return os.Chmod(proc, m.mode)
 	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync() // best effort: the rename is done either way
-		d.Close()
-	}
-	return nil
+	return f.Chmod(m.mode)
+}
+
+// writeAtomic replaces path with data (safefs.WriteFile: a temporary file
+// beside it, given mode and, unless -1, ownership, fsynced and renamed
+// over path; its parent opened without following untrusted links).
+func writeAtomic(path string, data []byte, mode fs.FileMode, uid, gid int) error {
+	return safefs.WriteFile(path, data, mode, uid, gid)
 }
