@@ -23,12 +23,21 @@
 // climbs out, a symbolic link whose target is absolute or resolves outside
 // the tree (following the other links of the archive), or a hard link to
 // outside fails the resource with ErrEscape; devices and fifos with
-// ErrUnsupportedEntry. Only a complete, checked tree is moved into place:
-// one rename when extract_parent does not exist; otherwise entry by entry,
-// merging into existing directories (which keep their mode and owner) and
-// replacing files and links (never following a link already there). On any
-// failure the temporary directory is removed and extract_parent is as it
-// was. Setuid, setgid and sticky bits are dropped; entries are owned by
+// ErrUnsupportedEntry. Only a complete, checked tree is moved into place,
+// by descriptor (package safefs): one rename when extract_parent does not
+// exist; otherwise entry by entry, merging into existing directories (which
+// keep their mode and owner) and replacing files and links (never following
+// a link already there). On any failure the temporary directory is removed
+// and extract_parent is as it was. A symlinked extract_parent is refused
+// (ErrLinkedParent), never followed nor replaced.
+//
+// Interruptions: the temporary tree (".NAME.manifold-extract-<random>"
+// beside extract_parent) is flocked while it exists; an unlocked one is
+// what a killed extraction left, and makes the next check report a change
+// even when creates exists: the run removes it and extracts again. With
+// extract_parent the downloaded archive is renamed into place only after
+// its extraction, and a failed extraction removes it, so a refused archive
+// is refused again at the next run rather than reported stable. Setuid, setgid and sticky bits are dropped; entries are owned by
 // owner and group when set, else by the worker's user (never by the ids
 // recorded in the archive).
 package archive
