@@ -1,8 +1,12 @@
 package user
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -10,6 +14,7 @@ import (
 
 	"github.com/manifold-run/manifold/resources"
 	"github.com/manifold-run/manifold/resources/group"
+	"github.com/manifold-run/manifold/resources/safefs"
 )
 
 // Type is the resource type name, as written in manifests.
@@ -72,6 +77,9 @@ type User struct {
 	// passwdFile and groupFile are the databases read for the current
 	// state.
 	passwdFile, groupFile string
+	// selfUID is the uid whose account is never removed or renumbered:
+	// the worker's own (os.Getuid), replaced by tests.
+	selfUID func() int
 }
 
 var (
@@ -82,7 +90,7 @@ var (
 // New is the user type's resources.Factory. An empty ensure means present.
 // The groups list is sorted and duplicates dropped.
 func New(spec resources.Spec) (resources.Resource, error) {
-	u := &User{name: spec.Name, ensure: Ensure(spec.Ensure), passwdFile: DefaultPasswdFile, groupFile: group.DefaultFile}
+	u := &User{name: spec.Name, ensure: Ensure(spec.Ensure), passwdFile: DefaultPasswdFile, groupFile: group.DefaultFile, selfUID: os.Getuid}
 	if err := resources.DecodeProperties(spec.Properties, &u.props); err != nil {
 		return nil, err
 	}
@@ -114,9 +122,19 @@ func (u *User) Validate() error {
 		return fmt.Errorf("ensure %q: want present or absent", u.ensure)
 	}
 	if p.UID != "" {
-		if _, err := p.UID.Number(); err != nil {
+		n, err := p.UID.Number()
+		if err != nil {
 			return fmt.Errorf("uid: %w", err)
 		}
+		if u.name == "root" && n != 0 {
+			return fmt.Errorf("uid %d: %w: root keeps uid 0", n, ErrProtectedAccount)
+		}
+		if n == 0 && u.ensure == EnsureAbsent {
+			return fmt.Errorf("ensure absent: %w: uid 0 (the superuser)", ErrProtectedAccount)
+		}
+	}
+	if u.name == "root" && u.ensure == EnsureAbsent {
+		return fmt.Errorf("ensure absent: %w: root (the superuser)", ErrProtectedAccount)
 	}
 	if p.GID != "" {
 		if p.GID.IsNumber() {
@@ -184,6 +202,14 @@ func (u *User) CheckApply(ctx context.Context, env *resources.Env, apply bool) (
 	case u.ensure == EnsureAbsent && !exists:
 		return resources.Result{Message: "absent"}, nil
 	case u.ensure == EnsureAbsent:
+		if err := u.protected(accounts[i], "remove"); err != nil {
+			return resources.Result{}, err
+		}
+		if u.props.ManageHome {
+			if err := checkHome(accounts[i].Home, "remove"); err != nil {
+				return resources.Result{}, err
+			}
+		}
 		argv = []string{"userdel"}
 		res, done = resources.Result{Changed: true, Message: "remove"}, "removed"
 		if u.props.ManageHome {
@@ -192,6 +218,11 @@ func (u *User) CheckApply(ctx context.Context, env *resources.Env, apply bool) (
 		}
 		argv = append(argv, u.name)
 	case !exists:
+		if u.props.ManageHome {
+			if err := checkHome(cmp.Or(u.props.Home, filepath.Join("/home", u.name)), "create"); err != nil {
+				return resources.Result{}, err
+			}
+		}
 		argv = u.useradd(groups)
 		res, done = resources.Result{Changed: true, Message: "create"}, "created"
 	default:
@@ -199,6 +230,9 @@ func (u *User) CheckApply(ctx context.Context, env *resources.Env, apply bool) (
 		changes := u.diff(have, groups)
 		if len(changes) == 0 {
 			return resources.Result{Message: fmt.Sprintf("present, uid %d", have.UID)}, nil
+		}
+		if err := u.checkChanges(have, changes); err != nil {
+			return resources.Result{}, err
 		}
 		argv = u.usermod(changes)
 		res = resources.Result{Changed: true, Message: describe(changes, "is")}
@@ -220,6 +254,75 @@ func (u *User) CheckApply(ctx context.Context, env *resources.Env, apply bool) (
 	}
 	res.Message = done
 	return res, nil
+}
+
+// protected refuses to remove or renumber (what) root, any account of uid
+// 0, and the account the worker runs as.
+func (u *User) protected(a Account, what string) error {
+	switch {
+	case a.UID == 0:
+		return fmt.Errorf("%s %s: %w: uid 0 (the superuser)", what, a.Name, ErrProtectedAccount)
+	case int64(a.UID) == int64(u.selfUID()):
+		return fmt.Errorf("%s %s: %w: uid %d is the account this worker runs as", what, a.Name, ErrProtectedAccount, a.UID)
+	}
+	return nil
+}
+
+// checkChanges refuses a uid change of a protected account, and checks
+// the homes usermod re-owns (uid) or moves (home with managehome).
+func (u *User) checkChanges(have Account, changes []change) error {
+	for _, c := range changes {
+		switch {
+		case c.field == "uid":
+			if err := u.protected(have, "renumber"); err != nil {
+				return err
+			}
+			if err := checkHome(have.Home, "re-own"); err != nil {
+				return err
+			}
+		case c.field == "home" && u.props.ManageHome:
+			if err := checkHome(have.Home, "move"); err != nil {
+				return err
+			}
+			if err := checkHome(u.props.Home, "move into"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkHome fails with ErrLinkedHome when home is the root directory or a
+// symbolic link, which useradd -m, usermod -m and -u, and userdel -r would
+// act through. The directories on the way are opened by descriptor
+// (safefs): a link there is followed only when root or the worker owns it.
+// A missing home (or parent) is fine.
+func checkHome(home, what string) error {
+	if home == "" {
+		return nil
+	}
+	if filepath.Clean(home) == "/" {
+		return fmt.Errorf("%s home %s: %w: it is the root directory", what, home, ErrLinkedHome)
+	}
+	parent, name, err := safefs.OpenParent(home)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s home %s: %w: %w", what, home, ErrLinkedHome, err)
+	}
+	defer parent.Close()
+	fi, err := parent.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s home: %w", what, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, _ := parent.Readlink(name)
+		return fmt.Errorf("%s home %s: it is a symlink to %s: %w", what, home, target, ErrLinkedHome)
+	}
+	return nil
 }
 
 // useradd returns the command creating the account.
