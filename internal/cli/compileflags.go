@@ -20,8 +20,37 @@ import (
 const MaxDataFileBytes = 4 << 20
 
 // DefaultFactsDir is where custom facts are read from unless --facts-dir
-// says otherwise: facts.json, facts.yaml and facts.d/*.
+// says otherwise: facts.json, facts.yaml and facts.d/*. Unlike a directory
+// the user names, it may be unreadable (a root-only /etc/manifold, read
+// by another user): a warning, not an error.
 const DefaultFactsDir = "/etc/manifold"
+
+// defaultFactsDir is DefaultFactsDir; tests point it elsewhere.
+var defaultFactsDir = DefaultFactsDir
+
+// factsDirFlag is --facts-dir: the directory, and whether the user named
+// it (an unreadable default is a warning, a named one an error).
+type factsDirFlag struct {
+	path  string
+	named bool
+}
+
+func (f *factsDirFlag) String() string {
+	if f == nil || (!f.named && f.path == "") {
+		return defaultFactsDir
+	}
+	return f.path
+}
+
+func (f *factsDirFlag) Set(s string) error { f.path, f.named = s, true; return nil }
+
+// dir returns the directory to read.
+func (f *factsDirFlag) dir() string {
+	if f.named {
+		return f.path
+	}
+	return defaultFactsDir
+}
 
 // compileFlags are the flags that feed the compile path: the run's data
 // (--data, --data-file, alias --hiera) and the facts the hierarchy is
@@ -30,7 +59,10 @@ type compileFlags struct {
 	data      dataFlags
 	dataFiles stringList
 	facts     stringList
-	factsDir  string
+	factsDir  factsDirFlag
+	// warn receives what gathering facts skipped (a FIFO in facts.d, an
+	// unreadable default --facts-dir). Nil ignores it.
+	warn func(error)
 }
 
 // stringList is a repeatable string flag.
@@ -44,8 +76,13 @@ func (c *compileFlags) register(fs *flag.FlagSet, dataUsage string) {
 	fs.Var(c.data, "data", dataUsage)
 	fs.Var(&c.dataFiles, "data-file", "run data from a YAML or JSON file (a map), repeatable; merged before --data, both over the manifest's data")
 	fs.Var(&c.dataFiles, "hiera", "alias of --data-file")
+	c.registerFacts(fs)
+}
+
+// registerFacts registers --fact and --facts-dir.
+func (c *compileFlags) registerFacts(fs *flag.FlagSet) {
 	fs.Var(&c.facts, "fact", "a fact, key=value, repeatable: dotted keys nest, values are YAML scalars; wins over gathered facts")
-	fs.StringVar(&c.factsDir, "facts-dir", DefaultFactsDir, "directory of custom facts: facts.json, facts.yaml, facts.d/*.json|yaml")
+	fs.Var(&c.factsDir, "facts-dir", "directory of custom facts: facts.json, facts.yaml, facts.d/*.json|yaml (default "+DefaultFactsDir+"; unreadable: a warning unless named)")
 }
 
 // runData is the run's data: each --data-file in order, then --data, each
@@ -93,7 +130,7 @@ func readDataFile(name string) (map[string]any, error) {
 // gatherFacts returns this host's facts: system facts when system is set,
 // custom facts from --facts-dir, then --fact, which always win.
 func (c *compileFlags) gatherFacts(ctx context.Context, system bool) (map[string]any, error) {
-	return facts.Gather(ctx, facts.Opts{Dir: c.factsDir, Overrides: c.facts, NoSystem: !system})
+	return facts.Gather(ctx, facts.Opts{Dir: c.factsDir.dir(), DirOptional: !c.factsDir.named, Warn: c.warn, Overrides: c.facts, NoSystem: !system})
 }
 
 // runFacts are the facts a run request carries for a remote run: only
@@ -113,6 +150,7 @@ func (c *compileFlags) runFacts() (map[string]any, error) {
 // inputs returns the run's data and the facts for compiling, printing a
 // bad flag value as a usage error.
 func (c *compileFlags) inputs(ctx context.Context, st IO, cmd string, system bool) (map[string]any, map[string]any, bool) {
+	c.warnTo(st, cmd)
 	data, err := c.runData()
 	if err == nil {
 		var f map[string]any
@@ -122,6 +160,11 @@ func (c *compileFlags) inputs(ctx context.Context, st IO, cmd string, system boo
 	}
 	fmt.Fprintf(st.Stderr, "manifold %s: %v\n", cmd, err)
 	return nil, nil, false
+}
+
+// warnTo prints what gathering facts skips as warnings of cmd on stderr.
+func (c *compileFlags) warnTo(st IO, cmd string) {
+	c.warn = func(err error) { fmt.Fprintf(st.Stderr, "manifold %s: warning: %v\n", cmd, err) }
 }
 
 // compileTree compiles the manifest at path and the manifests it applies

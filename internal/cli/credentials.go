@@ -83,9 +83,14 @@ func credentialsDir(flagValue string, getenv func(string) string, euid int) (dir
 // one, a new nkey seed file (mode 0600), and returns every role's public
 // key. Seeds are created by hard-linking a complete temporary file, so
 // servers starting at once on the same directory agree on one seed per
-// role. A seed file other users may read is refused.
+// role. A seed file other users may read is refused. Missing parents are
+// created 0755: /etc/manifold also holds the custom facts every user's
+// commands read; only the credentials directory is private.
 func ensureCredentials(dir string) (map[role]string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirParents(filepath.Dir(dir)); err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("credentials: %w", err)
 	}
 	pubs := make(map[role]string, len(roles))
@@ -119,6 +124,27 @@ func ensureCredentials(dir string) (map[role]string, error) {
 		pubs[r] = pub
 	}
 	return pubs, nil
+}
+
+// mkdirParents creates dir and its missing parents mode 0755 whatever the
+// umask (a root umask of 077 would make /etc/manifold private again);
+// existing directories are left as they are.
+func mkdirParents(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := mkdirParents(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		return err
+	}
+	return os.Chmod(dir, 0o755)
 }
 
 // createSeed writes a new user nkey seed to path unless another process

@@ -19,8 +19,7 @@ Exit codes: 0 printed, 1 no fact at QUERY, 2 invalid flags or facts files.`
 func runFacts(ctx context.Context, st IO, args []string) int {
 	var cf compileFlags
 	fs := newFlags("facts", "[flags] [QUERY]", factsAbout, st, args)
-	fs.Var(&cf.facts, "fact", "a fact, key=value, repeatable: dotted keys nest, values are YAML scalars; wins over gathered facts")
-	fs.StringVar(&cf.factsDir, "facts-dir", DefaultFactsDir, "directory of custom facts: facts.json, facts.yaml, facts.d/*.json|yaml")
+	cf.registerFacts(fs)
 	noSystem := fs.Bool("no-system", false, "leave out the system facts (custom facts and --fact only)")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -30,6 +29,7 @@ func runFacts(ctx context.Context, st IO, args []string) int {
 		fmt.Fprintln(st.Stderr, "manifold facts: want at most one QUERY argument")
 		return ExitInvalid
 	}
+	cf.warnTo(st, "facts")
 	f, err := cf.gatherFacts(ctx, !*noSystem)
 	if err != nil {
 		fmt.Fprintf(st.Stderr, "manifold facts: %v\n", err)

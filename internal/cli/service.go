@@ -187,8 +187,7 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 	fs.IntVar(&cfg.Concurrency, "concurrency", runtime.NumCPU(), "tasks executed at once")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "where extracted bundles are kept (default: the user's cache directory, ~/.cache/manifold)")
 	fs.DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task may go without an ack or progress signal before it is redelivered to another worker (running tasks signal progress every third of it); shared by the pool's workers, the last started sets it")
-	fs.Var(&cf.facts, "fact", "a fact, key=value, repeatable: dotted keys nest, values are YAML scalars; wins over gathered facts")
-	fs.StringVar(&cf.factsDir, "facts-dir", DefaultFactsDir, "directory of custom facts: facts.json, facts.yaml, facts.d/*.json|yaml")
+	cf.registerFacts(fs)
 	fs.DurationVar(&cfg.FactsInterval, "facts-interval", worker.DefaultFactsInterval, "how often the facts are gathered again (never per task)")
 	fs.DurationVar(&drainTimeout, "drain-timeout", 0, "on shutdown, cancel tasks still running after this long (0: wait for them)")
 	if code, ok := parseNone(fs, st, "worker", args); !ok {
@@ -216,6 +215,7 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 	cfg.Bus, cfg.Registry, cfg.Logger, cfg.Version = b, workerRegistry(b), log, Version
 	// Gathered at start, then every --facts-interval: templates and
 	// `manifold workers` see them; never per task.
+	cf.warn = func(err error) { log.Warn("facts: skipped", "error", err) }
 	if cfg.Facts, err = cf.gatherFacts(ctx, true); err != nil {
 		log.Error("cannot gather facts", "error", err)
 		return ExitInvalid

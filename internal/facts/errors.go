@@ -9,3 +9,8 @@ var (
 	// ErrTooManyFiles is a facts.d directory with more than MaxFiles files.
 	ErrTooManyFiles = errors.New("facts: too many facts files")
 )
+
+// ErrNotRegular is a name in the facts directory that is not a regular
+// file (a FIFO, a device, a socket): it is skipped with a warning, never
+// opened for reading.
+var ErrNotRegular = errors.New("facts: not a regular file")

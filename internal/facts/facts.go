@@ -27,6 +27,11 @@ type Opts struct {
 	// facts.d/*.yaml, merged deep in that order (later wins). Empty reads
 	// none; a missing directory or file is not an error.
 	Dir string
+	// DirOptional is set when Dir is a default the user did not name: a
+	// Dir this user may not read is then a warning (Warn), not an error.
+	DirOptional bool
+	// Warn receives what was skipped (see DirOpts.Warn). Nil ignores it.
+	Warn func(error)
 	// Overrides are "key=value" facts (--fact): dotted keys nest, values
 	// are YAML scalars. They win over every other source.
 	Overrides []string
@@ -54,7 +59,7 @@ func Gather(ctx context.Context, o Opts) (map[string]any, error) {
 		facts = System(ctx)
 	}
 	if o.Dir != "" {
-		custom, err := FromDir(o.Dir)
+		custom, err := FromDirOpts(o.Dir, DirOpts{Optional: o.DirOptional, Warn: o.Warn})
 		if err != nil {
 			return nil, err
 		}
