@@ -22,6 +22,10 @@
 //     every time; refreshonly sends it only when a subscribed resource
 //     changed. A refresh sends it whatever unless says.
 //
+// Redirects (at most MaxRedirects) to another host name, or from https to
+// http, carry none of the headers the manifest set (CheckRedirect); a
+// 307/308 that would resend the body there fails with ErrCrossHostBody.
+//
 // Response bodies are read up to MaxBodyBytes; errors quote their first 256
 // bytes. URLs in messages have their credentials redacted; header values
 // and the request body are never shown.
