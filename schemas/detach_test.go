@@ -44,6 +44,7 @@ func TestDetachedListsGiveWhatTheDocumentGives(t *testing.T) {
 		"flat.json":      []byte(`{"resources": [{"type": "file", "name": "/tmp/j", "content": "x"}, {"file": [{"/tmp/k": {"mode": 7}}]}]}`),
 		"notalist.yaml":  []byte("resources: {file: x}\nccm: {resources: []}\n"),
 		"empty.yaml":     []byte("resources: []\n"),
+		"single.yaml":    []byte("resources:\n  - package: {name: sl, ensure: \"5.9\"}\n  - package: {sl: {}}\n  - package:\n      name: x\n      ensrue: y\n"),
 	}
 	for _, dir := range []string{"testdata/valid", "testdata/invalid", "../examples/hello", "../examples/cue"} {
 		for _, pattern := range []string{"*.yaml", "*.json"} {

@@ -78,15 +78,18 @@ func JSONSchema() ([]byte, error) {
 			b, _ := json.Marshal(def)
 			return nil, fmt.Errorf("schemas: json schema of %s: no properties: %.300s", t, b)
 		}
-		block, flat := shapes(t, def)
-		defs["block."+t], defs["flat."+t] = block, flat
+		block, flat, single := shapes(t, def)
+		defs["block."+t], defs["flat."+t], defs["single."+t] = block, flat, single
 		entries = append(entries, map[string]any{
 			"type": "object", "additionalProperties": false, "required": []any{t},
-			"properties": map[string]any{t: map[string]any{
-				"type": "array",
-				"items": map[string]any{"type": "object", "minProperties": 1, "maxProperties": 1,
-					"additionalProperties": map[string]any{"anyOf": []any{map[string]any{"$ref": "#/$defs/block." + t}, map[string]any{"type": "null"}}}},
-			}},
+			"properties": map[string]any{t: map[string]any{"anyOf": []any{
+				map[string]any{
+					"type": "array",
+					"items": map[string]any{"type": "object", "minProperties": 1, "maxProperties": 1,
+						"additionalProperties": map[string]any{"anyOf": []any{map[string]any{"$ref": "#/$defs/block." + t}, map[string]any{"type": "null"}}}},
+				},
+				map[string]any{"$ref": "#/$defs/single." + t},
+			}}},
 		}, map[string]any{"$ref": "#/$defs/flat." + t})
 		defaults[t] = map[string]any{"$ref": "#/$defs/block." + t}
 	}
@@ -208,9 +211,10 @@ func inlineEmbedded(defs map[string]any) {
 }
 
 // shapes derives a type's block-shape properties (no name, no type: the
-// name is the entry's key) and flat-shape object (type: the type's name)
-// from its definition.
-func shapes(typ string, def map[string]any) (block, flat map[string]any) {
+// name is the entry's key), flat-shape object (type: the type's name) and
+// single-resource object (CCM's {TYPE: {name: NAME, ...}}: a name, no
+// type) from its definition.
+func shapes(typ string, def map[string]any) (block, flat, single map[string]any) {
 	props, _ := def["properties"].(map[string]any)
 	req, _ := def["required"].([]any)
 	block = maps.Clone(def)
@@ -239,7 +243,16 @@ func shapes(typ string, def map[string]any) (block, flat map[string]any) {
 		}
 	}
 	flat["required"] = freq
-	return block, flat
+	single = maps.Clone(def)
+	sp := maps.Clone(props)
+	delete(sp, "type")
+	single["properties"] = sp
+	sreq := slices.DeleteFunc(slices.Clone(req), func(r any) bool { return r == "type" })
+	if !slices.Contains(sreq, any("name")) {
+		sreq = append(sreq, "name")
+	}
+	single["required"] = sreq
+	return block, flat, single
 }
 
 // openStructs repairs what CUE's generator writes for an open struct

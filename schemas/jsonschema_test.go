@@ -60,6 +60,7 @@ func TestJSONSchemaChecksManifests(t *testing.T) {
 	for name, src := range map[string]string{
 		"defaults and jet file": "defaults: {file: {mode: '0644'}}\nccm:\n  pre_message: hi\n  resources_jet_file: r.jet\n",
 		"null properties":       "resources:\n  - file:\n      - /tmp/x:\n",
+		"single resource":       "resources:\n  - package: {name: sl, ensure: '5.9'}\n",
 	} {
 		if err := check(name, []byte(src)); err != nil {
 			t.Errorf("%s: refused: %v", name, err)
@@ -73,6 +74,9 @@ func TestJSONSchemaChecksManifests(t *testing.T) {
 		"unknown type":             "resources:\n  - fiel:\n      - /tmp/x: {}\n",
 		"two names in one entry":   "resources:\n  - file:\n      - {/tmp/x: {}, /tmp/y: {}}\n",
 		"flat without name":        "resources:\n  - {type: exec}\n",
+		"single without name":      "resources:\n  - package: {sl: {ensure: present}}\n",
+		"single unknown property":  "resources:\n  - package: {name: sl, ensrue: present}\n",
+		"single with type":         "resources:\n  - package: {name: sl, type: package}\n",
 		"flat unknown property":    "resources:\n  - {type: exec, name: /bin/true, comand: x}\n",
 		"unknown ccm key":          "ccm:\n  fail_on_eror: true\n",
 		"bad ordering":             "ordering: random\n",

@@ -36,8 +36,8 @@ func countResources(list cue.Value) int {
 }
 
 // countEntry counts the resources one entry of a resources list declares:
-// one in the flat shape, the non-defaults items of its list in the block
-// shape.
+// one in the flat shape and in the single-resource shape, the
+// non-defaults items of its list in the block shape.
 func countEntry(e cue.Value) int {
 	if e.LookupPath(cue.ParsePath("type")).Exists() {
 		return 1
@@ -48,6 +48,10 @@ func countEntry(e cue.Value) int {
 		return 0
 	}
 	for fit.Next() {
+		if fit.Value().IncompleteKind() == cue.StructKind {
+			n++ // {TYPE: {name: NAME, ...}}
+			continue
+		}
 		bit, err := fit.Value().List()
 		if err != nil {
 			continue
@@ -135,6 +139,10 @@ func (p *loader) block(typ string, def, list cue.Value, items []cue.Value, path 
 	if list.IncompleteKind() == cue.NullKind {
 		return nil
 	}
+	if items == nil && list.IncompleteKind() == cue.StructKind {
+		// CCM's single-resource shape: {TYPE: {name: NAME, ...}}.
+		return p.single(typ, def, list, path, pos)
+	}
 	if items == nil {
 		it, err := list.List()
 		if err != nil {
@@ -177,6 +185,21 @@ func (p *loader) block(typ string, def, list cue.Value, items []cue.Value, path 
 		}
 	}
 	return out
+}
+
+// single normalises CCM's single-resource shape, a type key holding one
+// map of properties with its name among them ({TYPE: {name: NAME, ...}}),
+// into the one resource it declares.
+func (p *loader) single(typ string, def, props cue.Value, path string, pos Position) []Resource {
+	if !props.LookupPath(cue.MakePath(cue.Str("name"))).Exists() {
+		p.errs.addf(p.pos(props.Pos(), pos), path, "a single %s resource is a map with its name: {%s: {name: NAME, ...}}; several are a list of {NAME: {properties}} entries; got %s (check the indentation)",
+			typ, typ, labels(p.fields(props)))
+		return nil
+	}
+	if r, ok := p.resource(typ, def, props, path, pos, p.defaults[typ], nil); ok {
+		return []Resource{r}
+	}
+	return nil
 }
 
 // props returns a block entry's properties; a missing value (`- /tmp/x:`)
