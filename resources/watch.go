@@ -1,0 +1,24 @@
+package resources
+
+// Watcher is implemented by types whose drift the system can announce
+// (mgmt's Watch). A type says what to watch; it never watches by itself and
+// never applies: the converge package holds one inotify instance for every
+// resource of a host, turns the system's events into hints ("this resource
+// may have drifted") and runs a check/apply of the hinted resources. A type
+// that does not implement Watcher is covered by the interval check.
+type Watcher interface {
+	// WatchTargets lists the paths whose changes are hints that the
+	// resource may have drifted. It never touches the system.
+	WatchTargets() []WatchTarget
+}
+
+// WatchTarget is one path a resource is watched through.
+type WatchTarget struct {
+	// Path is an absolute path. Any change at it (written, created,
+	// removed, renamed over, chmod or chown, a link planted in its place)
+	// is a hint. Its directory is watched, so the path need not exist.
+	Path string
+	// Tree makes every change below Path a hint too (a scaffold's target,
+	// an archive's extraction).
+	Tree bool
+}
