@@ -25,7 +25,7 @@ func TestDamperBacksOffAFightAndForgetsItWhenCalm(t *testing.T) {
 		{at: 3.5, ok: false, next: 4, flapping: true},
 		{at: 4, repair: true, ok: true, next: 4, flapping: true}, // 2 s
 		{at: 5, ok: false, next: 6, flapping: true},
-		{at: 6, repair: true, ok: true, next: 6, flapping: true},  // 4 s
+		{at: 6, repair: true, ok: true, next: 6, flapping: true},   // 4 s
 		{at: 10, repair: true, ok: true, next: 10, flapping: true}, // capped at 4 s
 		{at: 13, ok: false, next: 14, flapping: true},
 		// Ten quiet seconds after the last repair: calm again.
