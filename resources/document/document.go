@@ -348,21 +348,30 @@ func (d *Document) checkFile(ctx context.Context, env *resources.Env, apply bool
 		have   meta
 		exists bool
 	)
-	fi, err := dir.Lstat(name)
+	// Opened first, then described: a writer renaming over the document
+	// meanwhile gives the old or the new file, never a mismatch.
+	f, pathOnly, err := dir.Open(name, syscall.O_RDONLY, nil)
+	var fi fs.FileInfo
+	if err == nil {
+		defer f.Close()
+		fi, err = f.Stat()
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return resources.Result{}, err
-	case fi.Mode()&fs.ModeSymlink != 0:
+	case errors.Is(err, safefs.ErrSymlink):
 		dest, _ := dir.Readlink(name)
 		return resources.Result{}, fmt.Errorf("%s is a symlink to %s: %w", d.Name, dest, ErrSymlink)
+	case err != nil:
+		return resources.Result{}, err
 	case !fi.Mode().IsRegular():
 		return resources.Result{}, fmt.Errorf("%s is not a regular file (%s)", d.Name, fi.Mode().Type())
 	case fi.Size() > MaxDocumentBytes:
 		return resources.Result{}, fmt.Errorf("%s: %w: %d bytes, the limit is %d", d.Name, ErrTooLarge, fi.Size(), MaxDocumentBytes)
+	case pathOnly:
+		return resources.Result{}, &fs.PathError{Op: "read", Path: d.Name, Err: fs.ErrPermission}
 	default:
 		exists, have = true, metaOf(fi)
-		if data, err = readChecked(dir, name, fi); err != nil {
+		if data, err = io.ReadAll(io.LimitReader(f, MaxDocumentBytes+1)); err != nil {
 			return resources.Result{}, err
 		}
 	}
@@ -411,20 +420,6 @@ func (d *Document) checkFile(ctx context.Context, env *resources.Env, apply bool
 		return resources.Result{}, err
 	}
 	return res, d.saveLast(ctx, store)
-}
-
-// readChecked reads name in dir, which must still be the file checked
-// (never a link), up to MaxDocumentBytes+1 bytes.
-func readChecked(dir *safefs.Dir, name string, checked fs.FileInfo) ([]byte, error) {
-	f, pathOnly, err := dir.Open(name, syscall.O_RDONLY, checked)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if pathOnly {
-		return nil, &fs.PathError{Op: "read", Path: f.Name(), Err: fs.ErrPermission}
-	}
-	return io.ReadAll(io.LimitReader(f, MaxDocumentBytes+1))
 }
 
 // diffable tells whether an unprivileged user of the host could read the

@@ -38,6 +38,11 @@ type BucketsFunc func(ctx context.Context, bucket string) (KV, error)
 // OpenKV calls f.
 func (f BucketsFunc) OpenKV(ctx context.Context, bucket string) (KV, error) { return f(ctx, bucket) }
 
+// ownBucketPrefix starts the names of manifold's own buckets
+// (bus.OwnBucketPrefix: manifold-runs, manifold-workers, manifold-results,
+// ...), which kv:// documents may not name.
+const ownBucketPrefix = "manifold-"
+
 var (
 	bucketName = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 	keyName    = regexp.MustCompile(`^[-/_=.a-zA-Z0-9]+$`)
@@ -49,6 +54,9 @@ func splitKV(name string) (bucket, key string, err error) {
 	bucket, key, _ = strings.Cut(rest, "/")
 	if !bucketName.MatchString(bucket) {
 		return "", "", fmt.Errorf("name %q: bucket %q: want letters, digits, - and _", name, bucket)
+	}
+	if strings.HasPrefix(bucket, ownBucketPrefix) {
+		return "", "", fmt.Errorf("name %q: bucket %q is manifold's own (names starting with %q are reserved): kv:// documents may not write it", name, bucket, ownBucketPrefix)
 	}
 	if !keyName.MatchString(key) || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") {
 		return "", "", fmt.Errorf("name %q: key %q: want letters, digits and -/_=. (not at either end: .)", name, key)

@@ -11,8 +11,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/safefs"
 )
 
 // target is the directory a scaffold renders into.
@@ -70,24 +72,48 @@ func names(paths []string) string {
 	return strings.Join(paths[:listed], ", ") + fmt.Sprintf(" and %d more", len(paths)-listed)
 }
 
-// root opens the target directory as an os.Root; it returns nil when the
-// target does not exist. The target itself must be a directory, not a
-// symbolic link.
-func (t target) root() (*os.Root, error) {
-	fi, err := os.Lstat(t.dir)
+// open opens the target directory by descriptor (safefs: no symbolic
+// link owned by another user on the way, none at the target itself); it
+// returns nil when the target (or a directory above it) does not exist.
+func (t target) open() (*safefs.Dir, error) {
+	parent, err := safefs.OpenDir(filepath.Dir(t.dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
+	defer parent.Close()
+	return t.sub(parent)
+}
+
+// sub opens the target in its parent directory.
+func (t target) sub(parent *safefs.Dir) (*safefs.Dir, error) {
+	d, err := parent.Sub(filepath.Base(t.dir))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case errors.Is(err, safefs.ErrSymlink):
 		return nil, fmt.Errorf("%w: %s is a symbolic link", ErrSymlink, t.dir)
+	case errors.Is(err, syscall.ENOTDIR):
+		fi, _ := parent.Lstat(filepath.Base(t.dir))
+		what := "not a directory"
+		if fi != nil {
+			what = fi.Mode().Type().String()
+		}
+		return nil, fmt.Errorf("%s exists and is not a directory (%s)", t.dir, what)
 	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s exists and is not a directory (%s)", t.dir, fi.Mode().Type())
+	return d, err
+}
+
+// root is the target as an os.Root (nil when it does not exist) and its
+// release.
+func (t target) root() (*os.Root, func(), error) {
+	d, err := t.open()
+	if err != nil || d == nil {
+		return nil, func() {}, err
 	}
-	return os.OpenRoot(t.dir)
+	return d.Root(), func() { d.Close() }, nil
 }
 
 // state tells what is at p under the target: missing, a regular file
@@ -146,13 +172,11 @@ func state(root *os.Root, dir, p string, want []byte) (missing, equal bool, err 
 // plan compares the rendered files with the target.
 func (t target) plan(out map[string][]byte, purge bool) (plan, error) {
 	var pl plan
-	root, err := t.root()
+	root, release, err := t.root()
 	if err != nil {
 		return pl, err
 	}
-	if root != nil {
-		defer root.Close()
-	}
+	defer release()
 	for _, p := range sortedKeys(out) {
 		missing, equal, err := state(root, t.dir, p, out[p])
 		switch {
@@ -200,14 +224,23 @@ func extra(root *os.Root, out map[string][]byte, max int) ([]string, error) {
 
 // apply writes the planned files, running post after each, then purges.
 func (t target) apply(pl plan, out map[string][]byte, post func(path string) error) error {
-	if err := os.MkdirAll(t.dir, 0o755); err != nil {
-		return err
-	}
-	root, err := t.root()
+	parent, err := safefs.MkdirAll(filepath.Dir(t.dir), 0o755)
 	if err != nil {
 		return err
 	}
-	defer root.Close()
+	defer parent.Close()
+	if err := parent.Mkdir(filepath.Base(t.dir), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	d, err := t.sub(parent)
+	if err != nil {
+		return err
+	}
+	if d == nil {
+		return fmt.Errorf("%s: %w", t.dir, fs.ErrNotExist)
+	}
+	defer d.Close()
+	root := d.Root()
 	writes := append(append([]string(nil), pl.add...), pl.update...)
 	sort.Strings(writes)
 	for _, p := range writes {
@@ -270,11 +303,11 @@ func writeFile(root *os.Root, p string, b []byte) (err error) {
 // symbolic links where they go), then the directories left empty, then
 // the target when it is empty.
 func (t target) absent(out map[string][]byte, apply bool) (resources.Result, error) {
-	root, err := t.root()
+	root, release, err := t.root()
 	if err != nil || root == nil {
 		return resources.Result{}, err
 	}
-	defer root.Close()
+	defer release()
 	var present []string
 	for _, p := range sortedKeys(out) {
 		missing, _, err := state(root, t.dir, p, out[p])
@@ -309,7 +342,10 @@ func (t target) absent(out map[string][]byte, apply bool) (resources.Result, err
 	for _, d := range ds {
 		_ = root.Remove(d)
 	}
-	_ = os.Remove(t.dir)
+	if parent, err := safefs.OpenDir(filepath.Dir(t.dir)); err == nil {
+		_ = parent.Remove(filepath.Base(t.dir)) // only when empty
+		parent.Close()
+	}
 	return res, nil
 }
 
