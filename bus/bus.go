@@ -334,7 +334,12 @@ func versionField(v any) (int, bool) {
 // DecodeStrict is Decode for requests from clients: a field v's type does
 // not have (a misspelt "nooop") or data after the JSON value is an error,
 // never silently ignored. The envelope's "v" is accepted on every request.
+// So is a key repeated in an object or a field's name in another case
+// ({"noop": true, "NOOP": false}): ErrAmbiguousKey.
 func DecodeStrict(data []byte, v any) error {
+	if err := checkKeys(data, v); err != nil {
+		return fmt.Errorf("bus: decode message: %w", err)
+	}
 	var fields map[string]json.RawMessage
 	if err := Decode(data, &fields); err != nil {
 		return err
