@@ -28,6 +28,13 @@ func TestWatchTargets(t *testing.T) {
 		{resources.Spec{Type: "user", Name: "app"},
 			[]resources.WatchTarget{{Path: "/etc/passwd"}, {Path: "/etc/group"}, {Path: "/etc/shadow"}}},
 		{resources.Spec{Type: "group", Name: "app"}, []resources.WatchTarget{{Path: "/etc/group"}}},
+		{resources.Spec{Type: "package", Name: "nginx", Provider: "apt"}, []resources.WatchTarget{{Path: "/var/lib/dpkg/status"}}},
+		{resources.Spec{Type: "package", Name: "nginx"}, []resources.WatchTarget{{Path: "/var/lib/dpkg/status"}, {Path: "/var/lib/rpm", Tree: true}}},
+		{resources.Spec{Type: "document", Name: "/etc/app.json", Properties: map[string]any{"content": map[string]any{"a": 1}}},
+			[]resources.WatchTarget{{Path: "/etc/app.json"}}},
+		{resources.Spec{Type: "document", Name: "kv://app/config", Properties: map[string]any{"content": map[string]any{"a": 1}}}, nil},
+		{resources.Spec{Type: "scaffold", Name: "/srv/site", Properties: map[string]any{"source": "templates"}},
+			[]resources.WatchTarget{{Path: "/srv/site", Tree: true}}},
 	} {
 		t.Run(tc.spec.Ref(), func(t *testing.T) {
 			r, err := reg.New(tc.spec)
