@@ -105,6 +105,10 @@ func (s Scope) nested() (Scope, error) {
 	if s.depth >= MaxDepth {
 		return s, fmt.Errorf("%w: more than %d levels", ErrDepthExceeded, MaxDepth)
 	}
+	s = s.bounded()
+	if err := s.budget.check(); err != nil {
+		return s, err
+	}
 	s.depth++
 	return s, nil
 }
@@ -162,6 +166,7 @@ func (s Scope) jet(body string, delims ...string) (string, error) {
 // scope's directory, [[ ]] delimiters) over the scope, as jet('name')
 // does whatever the file's extension: CCM's resources_jet_file.
 func RenderJetFile(name string, s Scope) (string, error) {
+	s = s.bounded()
 	b, err := s.read(name)
 	if err != nil {
 		return "", err
@@ -175,26 +180,36 @@ func (s Scope) jetText(name, body, left, right string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	set := jet.NewSet(jet.NewInMemLoader(), jet.WithDelims(left, right),
-		jet.WithSafeWriter(func(w io.Writer, b []byte) { _, _ = w.Write(b) }))
-	for k, f := range child.jetFunctions() {
-		set.AddGlobalFunc(k, f)
-	}
-	tpl, err := set.Parse(name, body)
+	tpl, err := parseJet(name, body, left, right, child.jetFunctions())
 	if err != nil {
-		return "", fmt.Errorf("%w: %s: %s", ErrJet, name, firstLine(err.Error()))
+		return "", err
 	}
 	var buf bytes.Buffer
-	if err := execute(tpl, &buf, child.jetVariables()); err != nil {
-		if errors.Is(err, ErrJet) || errors.Is(err, ErrDepthExceeded) {
+	if err := executeJet(tpl, &buf, child.jetVariables(), nil, MaxFileSize, child.budget); err != nil {
+		if errors.Is(err, ErrJet) || errors.Is(err, ErrDepthExceeded) || errors.Is(err, ErrLimit) {
 			return "", err
 		}
 		return "", fmt.Errorf("%w: %s: %w", ErrJet, name, err)
 	}
-	if buf.Len() > MaxFileSize {
-		return "", fmt.Errorf("%w: %s renders over %d bytes", ErrFileTooLarge, name, MaxFileSize)
-	}
 	return buf.String(), nil
+}
+
+// parseJet parses Jet template text named name with the given delimiters
+// and global functions (nil: the names of a scope's, for a syntax check).
+func parseJet(name, body, left, right string, funcs map[string]jet.Func) (*jet.Template, error) {
+	set := jet.NewSet(jet.NewInMemLoader(), jet.WithDelims(left, right), jet.WithCache(NewJetCache()),
+		jet.WithSafeWriter(func(w io.Writer, b []byte) { _, _ = w.Write(b) }))
+	if funcs == nil {
+		funcs = Scope{}.jetFunctions()
+	}
+	for k, f := range funcs {
+		set.AddGlobalFunc(k, f)
+	}
+	tpl, err := set.Parse(name, body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %s", ErrJet, name, firstLine(err.Error()))
+	}
+	return tpl, nil
 }
 
 func (s Scope) jetVariables() jet.VarMap {
@@ -247,15 +262,4 @@ func (s Scope) jetFunctions() map[string]jet.Func {
 			return reflect.ValueOf(out)
 		},
 	}
-}
-
-// execute runs a Jet template. Jet re-panics Go runtime errors (a nil map
-// indexed, a bad conversion); they become errors here, never a crash.
-func execute(tpl *jet.Template, w io.Writer, vars jet.VarMap) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	return tpl.Execute(w, vars, nil)
 }

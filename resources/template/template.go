@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
@@ -33,7 +34,15 @@ type Scope struct {
 	// OnRead, when set, is told of every file read and its content (the
 	// bundle builder collects them); its error fails the read.
 	OnRead func(name string, content []byte) error
+	// Deadline bounds an evaluation over the scope (a Render, RenderValue
+	// or RenderJetFile and the template() and jet() calls inside it);
+	// zero is RenderTimeout from its start. Past it the evaluation fails
+	// with an error wrapping ErrLimit.
+	Deadline time.Time
 
+	// budget is what the evaluation under way may still spend (nil
+	// outside one); nested calls share it.
+	budget *budget
 	// depth counts nested template() and jet() calls.
 	depth int
 	// lenient makes a missing lookup without default render as nil.
@@ -97,9 +106,10 @@ func Render(s string, scope Scope) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	scope = scope.bounded()
 	env := scope.env()
 	if len(parts) == 1 && parts[0].expr {
-		return eval(parts[0].text, env)
+		return eval(parts[0].text, env, scope.budget)
 	}
 	var b strings.Builder
 	for _, p := range parts {
@@ -107,12 +117,15 @@ func Render(s string, scope Scope) (any, error) {
 			b.WriteString(p.text)
 			continue
 		}
-		v, err := eval(p.text, env)
+		v, err := eval(p.text, env, scope.budget)
 		if err != nil {
 			return nil, err
 		}
 		if err := format(&b, v); err != nil {
 			return nil, &ExprError{Expr: p.text, Err: err}
+		}
+		if b.Len() > MaxOutput {
+			return nil, &ExprError{Expr: p.text, Err: fmt.Errorf("%w: the text renders over %d bytes", ErrLimit, MaxOutput)}
 		}
 	}
 	return b.String(), nil
@@ -123,7 +136,7 @@ func Render(s string, scope Scope) (any, error) {
 // they are. The input is not modified: maps and slices are copied. Errors
 // name the path of the failing value ("env.1: ...", "content: ...").
 func RenderValue(v any, scope Scope) (any, error) {
-	return renderValue(v, scope, "")
+	return renderValue(v, scope.bounded(), "")
 }
 
 func renderValue(v any, scope Scope, path string) (any, error) {
@@ -235,8 +248,14 @@ var (
 	programCount atomic.Int64
 )
 
-// eval compiles (once per distinct expression text) and runs expression e.
-func eval(e string, env map[string]any) (any, error) {
+// eval compiles (once per distinct expression text) and runs expression e,
+// unless the evaluation's deadline has passed.
+func eval(e string, env map[string]any, b *budget) (any, error) {
+	if b != nil {
+		if err := b.check(); err != nil {
+			return nil, &ExprError{Expr: e, Err: err}
+		}
+	}
 	program, err := compile(e)
 	if err != nil {
 		return nil, &ExprError{Expr: e, Err: err}
@@ -259,7 +278,10 @@ func compile(e string) (*vm.Program, error) {
 	if p, ok := programs.Load(e); ok {
 		return p.(*vm.Program), nil
 	}
-	p, err := expr.Compile(e, expr.Env(Scope{}.env()))
+	if err := checkNesting(e); err != nil {
+		return nil, err
+	}
+	p, err := expr.Compile(e, expr.Env(Scope{}.env()), expr.MaxNodes(MaxExprNodes), boundedAdd, expr.Patch(addPatch{}))
 	if err != nil {
 		return nil, err
 	}
@@ -288,6 +310,7 @@ func RenderEntry(s string, scope Scope) (entry string, ok bool, err error) {
 		return "", false, err
 	}
 	scope.lenient = true
+	scope = scope.bounded()
 	env := scope.env()
 	var b strings.Builder
 	exprs, matched := 0, false
@@ -297,7 +320,7 @@ func RenderEntry(s string, scope Scope) (entry string, ok bool, err error) {
 			continue
 		}
 		exprs++
-		v, err := eval(p.text, env)
+		v, err := eval(p.text, env, scope.budget)
 		if err != nil {
 			return "", false, err
 		}
