@@ -6,10 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -40,9 +43,17 @@ func (b *Bus) putObject(ctx context.Context, store jetstream.ObjectStore, bucket
 	}
 	sum := sha256.Sum256(data)
 	name := prefix + "sha256-" + hex.EncodeToString(sum[:])
-	if info, err := store.GetInfo(ctx, name); err == nil && info.Size == uint64(len(data)) && info.Digest == objectDigest(sum[:]) {
-		if _, err := b.readVerified(ctx, store, bucket, name); err == nil {
-			return name, nil
+	if info, err := store.GetInfo(ctx, name); err == nil {
+		if info.Size == uint64(len(data)) && info.Digest == objectDigest(sum[:]) {
+			if _, err := b.readVerified(ctx, store, bucket, name); err == nil {
+				return name, nil
+			}
+		}
+		// Other content under the name: replace it. A tombstone first, so
+		// that the put does not purge the old chunks, which a submitter
+		// may not do (its request would wait for a reply until ctx ends).
+		if err := b.tombstone(ctx, bucket, info); err != nil {
+			return "", fmt.Errorf("bus: replace %s: %w", name, err)
 		}
 	}
 	if _, err := store.PutBytes(ctx, name, data); err != nil {
@@ -112,6 +123,25 @@ func (b *Bus) readVerified(ctx context.Context, store jetstream.ObjectStore, buc
 			ErrDigestMismatch, bucket, name, hex.EncodeToString(sum[:]))
 	}
 	return data, nil
+}
+
+// tombstone marks an object deleted with a meta record alone (as the
+// object store's Delete does before it purges the chunks): its chunks stay
+// in the stream, unreachable.
+func (b *Bus) tombstone(ctx context.Context, bucket string, info *jetstream.ObjectInfo) error {
+	dead := jetstream.ObjectInfo{ObjectMeta: jetstream.ObjectMeta{Name: info.Name}, Bucket: bucket, NUID: info.NUID,
+		Deleted: true, ModTime: time.Now().UTC()}
+	data, err := json.Marshal(dead)
+	if err != nil {
+		return err
+	}
+	msg := nats.NewMsg("$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(info.Name)))
+	msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	msg.Data = data
+	if _, err := b.js.PublishMsg(ctx, msg); err != nil {
+		return err
+	}
+	return nil
 }
 
 // nameDigest returns the SHA-256 a digest name ([prefix]sha256-<hex>)

@@ -173,6 +173,7 @@ func (r *run) childID(i, attempt int) string { return childRunID(r.rec.RunID, i,
 func (r *run) childFailed(ctx context.Context, i int, err error) {
 	o := bus.Outcome{RunID: r.rec.RunID, Task: i, Attempt: r.m.tasks[i].attempt, Ref: r.ref(i),
 		Status: bus.TaskFailed, Error: err.Error(), Worker: "coordinator " + r.c.cfg.Name}
+	bus.SignFact(&o, r.rec.Secret)
 	if perr := r.c.bus.PublishFact(context.WithoutCancel(ctx), o, bus.TaskMsgID(r.rec.RunID, i, o.Attempt)+"/child"); perr != nil {
 		r.log.Error("apply failure not recorded; the run is left for recovery", "resource", o.Ref, "error", perr)
 	}
@@ -182,7 +183,9 @@ func (r *run) childFailed(ctx context.Context, i int, err error) {
 // child run; its coordinator cancels it, and its own children in turn.
 func (r *run) cancelChild(ctx context.Context, i, attempt int) {
 	id := r.childID(i, attempt)
-	if err := r.c.bus.PublishFact(context.WithoutCancel(ctx), bus.Outcome{RunID: id, Kind: bus.FactCancel}, id+"/cancel"); err != nil {
+	fact := bus.Outcome{RunID: id, Kind: bus.FactCancel}
+	bus.SignFact(&fact, bus.ChildSecret(r.rec.Secret, id))
+	if err := r.c.bus.PublishFact(context.WithoutCancel(ctx), fact, id+"/cancel"); err != nil {
 		r.log.Warn("child run not cancelled", "child_run_id", id, "error", err)
 	}
 }
@@ -260,10 +263,16 @@ func (r *run) reportToParent(ctx context.Context, rejected error) {
 		o.Message = fmt.Sprintf("all %d child resources in the desired state", c.Total)
 		r.log.Info("apply: all child resources succeeded", "total", c.Total)
 	}
-	if parent, _, err := loadRecord(ctx, r.c.bus.Runs(), rec.ParentRunID); err == nil && parent.Status.Final() {
+	parent, _, err := loadRecord(ctx, r.c.bus.Runs(), rec.ParentRunID)
+	if err == nil && parent.Status.Final() {
 		r.log.Info("parent run has ended; child outcome not sent", "parent_status", parent.Status)
 		return
 	}
+	if err != nil {
+		r.log.Log(ctx, slog.LevelError, "child outcome not delivered: parent run header not readable", "error", err)
+		return
+	}
+	bus.SignFact(&o, parent.Secret)
 	if err := r.c.bus.PublishOutcome(context.WithoutCancel(ctx), o); err != nil {
 		r.log.Log(ctx, slog.LevelError, "child outcome not delivered to the parent run", "error", err)
 	}

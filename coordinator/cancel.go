@@ -38,7 +38,9 @@ func (c *Coordinator) cancelRun(ctx context.Context, runID string) (RunStatus, e
 	case rec.Status.Final():
 		return rec.Status, fmt.Errorf("cancel run %s: %w (%s)", runID, ErrRunEnded, rec.Status)
 	}
-	if err := c.bus.PublishFact(ctx, bus.Outcome{RunID: runID, Kind: bus.FactCancel}, runID+"/cancel"); err != nil {
+	fact := bus.Outcome{RunID: runID, Kind: bus.FactCancel}
+	bus.SignFact(&fact, rec.Secret)
+	if err := c.bus.PublishFact(ctx, fact, runID+"/cancel"); err != nil {
 		return "", fmt.Errorf("cancel run %s: %w", runID, err)
 	}
 	if err := c.bus.Conn().Publish(bus.CancelSubject(runID), nil); err != nil {

@@ -290,6 +290,9 @@ func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, 
 			return err
 		}
 	}
+	if err := newSecret(rec, parent); err != nil {
+		return err
+	}
 	rec.LeaseUntil = time.Now().Add(c.cfg.Lease).UTC()
 	data, err := json.Marshal(rec)
 	if err != nil {

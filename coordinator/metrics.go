@@ -16,6 +16,8 @@ type metrics struct {
 	runs  metric.Int64Counter
 	tasks metric.Int64Counter
 	depth metric.Int64Histogram
+	// refused counts history facts dropped unapplied (see verifyFact).
+	refused metric.Int64Counter
 }
 
 func newMetrics(mp metric.MeterProvider, b *bus.Bus) (*metrics, error) {
@@ -32,6 +34,11 @@ func newMetrics(mp metric.MeterProvider, b *bus.Bus) (*metrics, error) {
 	}
 	if m.depth, err = meter.Int64Histogram("manifold.apply.depth", metric.WithDescription("Depth of child runs started by apply resources."),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 6, 8, 10, 15, 20)); err != nil {
+		return nil, err
+	}
+	if m.refused, err = meter.Int64Counter("manifold.outcomes.refused",
+		metric.WithDescription("History facts (outcomes, deadlines, cancellations) refused for a missing or invalid MAC, by reason."),
+		metric.WithUnit("{fact}")); err != nil {
 		return nil, err
 	}
 	backlog, err := meter.Int64ObservableGauge("manifold.queue.backlog",

@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,14 +25,25 @@ func takeTask(t *testing.T, c *bus.Consumer) bus.Task {
 	var task bus.Task
 	require.NoError(t, bus.Decode(d.Data(), &task))
 	require.NoError(t, d.Ack(ctx))
+	takenTokens.Store(task.MsgID(), task.Token)
 	return task
 }
 
+// takenTokens are the tokens of the tasks takeTask took, by message ID:
+// the test answers them as the worker they were delivered to would.
+var takenTokens sync.Map
+
+// outcome publishes an outcome of a task attempt, signed with its token
+// when takeTask took it (unsigned otherwise: the coordinator refuses it).
 func (tb *testBundle) outcome(t *testing.T, runID string, task, attempt int, status bus.TaskStatus) {
 	t.Helper()
-	require.NoError(t, tb.bus.PublishOutcome(t.Context(), bus.Outcome{RunID: runID, Task: task, Attempt: attempt,
+	o := bus.Outcome{RunID: runID, Task: task, Attempt: attempt,
 		Status: status, Changed: status == bus.TaskChanged, Worker: "by-hand",
-		Message: fmt.Sprintf("attempt %d %s", attempt, status)}))
+		Message: fmt.Sprintf("attempt %d %s", attempt, status)}
+	if tok, ok := takenTokens.Load(bus.TaskMsgID(runID, task, attempt)); ok {
+		bus.SignOutcome(&o, tok.(string))
+	}
+	require.NoError(t, tb.bus.PublishOutcome(t.Context(), o))
 }
 
 func TestStaleOutcomesAreDropped(t *testing.T) {

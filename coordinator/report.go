@@ -154,6 +154,11 @@ type record struct {
 	// resources.
 	Session    map[string]sessionRef `json:"session,omitempty"`
 	SessionRef string                `json:"session_ref,omitempty"`
+	// Secret is the run's secret (bus.RunSecretSize random bytes, made
+	// when the run is accepted): task tokens derive from it and facts of
+	// the run's history are verified with it (verifyFact). Workers cannot
+	// read run headers. Empty in runs of earlier versions.
+	Secret []byte `json:"secret,omitempty"`
 	// Spread is, for a run in graph ordering, how many task messages its
 	// ready resources are shared among (machine.spread), chosen when it
 	// started; 0 sends one resource per task.
@@ -297,7 +302,7 @@ func liveReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {
 			return nil, err
 		}
 		seq = e.Seq
-		if e.Err == nil {
+		if e.Err == nil && verifyFact(rec, e.Outcome) == nil {
 			m.apply(e.Outcome)
 		}
 	}

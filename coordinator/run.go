@@ -212,6 +212,8 @@ func (r *run) fact(ctx, spanCtx context.Context, e bus.HistoryEntry, last uint64
 		r.log.Warn("history entry dropped: unreadable", "seq", e.Seq, "error", e.Err)
 	} else if e.Outcome.RunID != r.rec.RunID {
 		r.log.Warn("history entry dropped: not of this run", "outcome_run", e.Outcome.RunID, "seq", e.Seq)
+	} else if err := verifyFact(r.rec, e.Outcome); err != nil {
+		r.refuse(e, err)
 	} else {
 		r.exec(ctx, spanCtx, r.m.apply(e.Outcome))
 	}
@@ -298,6 +300,7 @@ func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) 
 	task.Deadline = deadline.UTC()
 	task.Resumed = resumed
 	task.ContinueAfterFailure = n > 1 && !r.plan.Manifest.FailOnError
+	signTask(r.rec, &task)
 	r.pending = append(r.pending, pendingTask{task: task, ctx: spanCtx, p: r.c.bus.PublishTaskAsync(spanCtx, task)})
 }
 
@@ -436,6 +439,7 @@ func (r *run) expire(ctx context.Context, now time.Time) {
 			Status: bus.TaskFailed, Worker: "coordinator " + r.c.cfg.Name,
 			Error: fmt.Sprintf("no outcome by the task deadline %s: no worker of pool %q finished it in time",
 				d.at.Add(-r.c.cfg.OutcomeGrace).UTC().Format(time.RFC3339), r.m.pools[d.task])}
+		bus.SignFact(&o, r.rec.Secret)
 		id := bus.TaskMsgID(r.rec.RunID, d.task, d.attempt) + "/deadline"
 		if err := r.c.bus.PublishFact(ctx, o, id); err != nil {
 			r.log.Warn("deadline not recorded; trying again", "resource", o.Ref, "error", err)

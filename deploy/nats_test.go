@@ -109,8 +109,8 @@ func TestPermissionNames(t *testing.T) {
 	require.NoError(t, err)
 	streams := []string{bus.StreamRuns, bus.StreamTasks, bus.StreamHistory, bus.StreamEvents,
 		"KV_" + bus.BucketRuns, "KV_" + bus.BucketWorkers, "KV_" + bus.BucketResults, "OBJ_" + bus.BucketBundles,
-		"OBJ_" + bus.BucketReports}
-	buckets := []string{bus.BucketRuns, bus.BucketWorkers, bus.BucketResults, bus.BucketBundles, bus.BucketReports}
+		"OBJ_" + bus.BucketReports, "OBJ_" + bus.BucketTasks}
+	buckets := []string{bus.BucketRuns, bus.BucketWorkers, bus.BucketResults, bus.BucketBundles, bus.BucketReports, bus.BucketTasks}
 	manifoldSubjects := []string{bus.SubjectRunSubmit, bus.SubjectAPIPrefix + ".>", bus.SubjectTasksAll,
 		bus.SubjectOutcomesAll, bus.SubjectEventsAll, bus.SubjectControlPrefix + ".*.cancel", bus.SubjectPrefix + ".>"}
 	// $JS.API.<...>.<STREAM>[.rest], $JS.ACK.[<domain>.<hash>.]<STREAM>.>, $JS.FC.<STREAM>.>

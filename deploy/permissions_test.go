@@ -203,6 +203,10 @@ func TestRolePermissions(t *testing.T) {
 		{"worker", "manifold.api.runs.cancel"}, // nor use the API
 		{"worker", "$KV.manifold-runs.r1"},     // nor touch run records
 		{"worker", "$JS.API.STREAM.CREATE.MANIFOLD_X"},
+		// Tasks sent by reference are written by coordinators alone.
+		{"worker", "$O.manifold-tasks.M.task-sha256-x"},
+		{"client", "$O.manifold-tasks.C.x"},
+		{"client", "$JS.API.DIRECT.GET.OBJ_manifold-tasks"},
 	}
 	conns := map[string]*nats.Conn{}
 	for _, role := range []string{"client", "worker"} {

@@ -79,6 +79,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	for _, it := range task.Segment {
 		t := first
 		t.Task, t.Attempt, t.Resource, t.Refresh, t.TimeoutMS = it.Task, it.Attempt, it.Resource, it.Refresh, it.TimeoutMS
+		t.Token = it.Token
 		items = append(items, t)
 	}
 	var pending []*bus.Pending
@@ -199,10 +200,18 @@ func (w *Worker) recorded(ctx context.Context, d *bus.Delivery, task bus.Task) (
 		return o, false
 	}
 	e, err := w.bus.Results().Get(ctx, resultKey(task))
-	if err != nil {
+	if err != nil || json.Unmarshal(e.Value, &o) != nil {
 		return o, false
 	}
-	return o, json.Unmarshal(e.Value, &o) == nil
+	if task.Token != "" && !bus.VerifyOutcome(o, task.Token) {
+		// Every worker can write the results bucket: a record not signed
+		// with this task's token was not written by the worker the task
+		// was delivered to, and its coordinator would refuse it.
+		w.log.Warn("recorded outcome ignored: not signed with the task's token; executing the task",
+			"run_id", task.RunID, "task", task.Task, "attempt", task.Attempt, "recorded_worker", o.Worker)
+		return bus.Outcome{}, false
+	}
+	return o, true
 }
 
 // startSpan starts the span of one resource's execution, "execute <ref>",
@@ -259,6 +268,10 @@ func (w *Worker) settle(ctx context.Context, d *bus.Delivery, task bus.Task, spa
 // stored message per converged resource.
 func (w *Worker) record(ctx context.Context, task bus.Task, o bus.Outcome, log *slog.Logger) []*bus.Pending {
 	var ps []*bus.Pending
+	if !o.Replayed {
+		// A replayed outcome keeps the MAC of its record.
+		bus.SignOutcome(&o, task.Token)
+	}
 	if !o.Replayed && mustRecord(task, o) {
 		if data, err := json.Marshal(o); err == nil {
 			ps = append(ps, w.bus.PutResultAsync(ctx, resultKey(task), data))
