@@ -3,7 +3,6 @@ package compile
 import (
 	"fmt"
 	"slices"
-
 )
 
 // Subset is the plan of a repair run: the resources named by refs
@@ -77,4 +76,3 @@ func SubsetRefs(p *Plan, refs []string) ([]string, error) {
 	}
 	return out, nil
 }
-
