@@ -1,9 +1,16 @@
 package template
 
 import (
+	"errors"
+	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+
+	"github.com/expr-lang/expr/ast"
 )
 
 // Check reports whether s is a well-formed template without evaluating
@@ -24,8 +31,106 @@ func Check(s string) error {
 		if !p.expr {
 			continue
 		}
-		if _, err := compile(p.text); err != nil {
+		program, err := compile(p.text)
+		if err != nil {
 			return &ExprError{Expr: p.text, Err: err}
+		}
+		if err := checkInline(program.Node()); err != nil {
+			return &ExprError{Expr: p.text, Err: err}
+		}
+	}
+	return nil
+}
+
+// checkInline checks the template text given literally to jet() and
+// template() in an expression (jet('[[ Data.x ]]'), template('{{ 1 }}')),
+// so a syntax error there fails before anything runs, as one in the
+// expression does. Paths (x.jet, x.templ) are files: CheckFile reads them.
+func checkInline(node ast.Node) error {
+	var v inlineVisitor
+	ast.Walk(&node, &v)
+	return v.err
+}
+
+type inlineVisitor struct{ err error }
+
+func (v *inlineVisitor) Visit(node *ast.Node) {
+	call, ok := (*node).(*ast.CallNode)
+	if !ok || v.err != nil || len(call.Arguments) == 0 {
+		return
+	}
+	callee, ok := call.Callee.(*ast.IdentifierNode)
+	if !ok {
+		return
+	}
+	literal := func(i int) (string, bool) {
+		if i >= len(call.Arguments) {
+			return "", false
+		}
+		s, ok := call.Arguments[i].(*ast.StringNode)
+		if !ok {
+			return "", false
+		}
+		return s.Value, true
+	}
+	text, ok := literal(0)
+	if !ok {
+		return
+	}
+	switch callee.Value {
+	case "jet":
+		if strings.HasSuffix(text, ".jet") {
+			return
+		}
+		left, right := "[[", "]]"
+		if len(call.Arguments) == 3 {
+			l, lok := literal(1)
+			r, rok := literal(2)
+			if !lok || !rok || l == "" || r == "" {
+				return // checked when it runs
+			}
+			left, right = l, r
+		}
+		_, v.err = parseJet("inline", text, left, right, nil)
+	case "template":
+		if ext := filepath.Ext(text); ext == ".jet" || ext == ".templ" {
+			return
+		}
+		v.err = Check(text)
+	}
+}
+
+// CheckFile checks the syntax of a template file without evaluating it:
+// a .jet file as Jet ([[ ]]), anything else as {{ }} / ${ } text. The
+// templates it names literally are checked in turn (read through read,
+// nested at most MaxDepth); a file read returns os.ErrNotExist for is left
+// to the run, which may never read it.
+func CheckFile(name string, read func(name string) ([]byte, error)) error {
+	return checkFile(name, read, 0)
+}
+
+func checkFile(name string, read func(string) ([]byte, error), depth int) error {
+	if depth > MaxDepth {
+		return nil // the run reports the nesting
+	}
+	b, err := read(name)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	text := string(b)
+	if filepath.Ext(name) == ".jet" {
+		if _, err := parseJet(name, text, "[[", "]]", nil); err != nil {
+			return err
+		}
+	} else if err := Check(text); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	for _, ref := range FileRefs(text) {
+		if err := checkFile(ref, read, depth+1); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -37,6 +142,34 @@ func Check(s string) error {
 // sorted order, so the same value always gives the same error.
 func CheckValue(v any) error {
 	return checkValue(v, "")
+}
+
+// CheckKeys runs Check on the keys of the maps inside v, at every depth,
+// for values whose keys are rendered too (goss_rules). The error names the
+// key's path.
+func CheckKeys(v any) error {
+	return checkKeys(v, "")
+}
+
+func checkKeys(v any, path string) error {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			if err := Check(k); err != nil {
+				return atPath(join(path, k), err)
+			}
+			if err := checkKeys(v[k], join(path, k)); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if err := checkKeys(e, join(path, strconv.Itoa(i))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func checkValue(v any, path string) error {
