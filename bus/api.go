@@ -177,7 +177,7 @@ func Attach(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 	for _, x := range []struct {
 		name string
 		dst  **Bucket
-	}{{BucketRuns, &b.runs}, {BucketWorkers, &b.workers}, {BucketResults, &b.results}} {
+	}{{BucketRuns, &b.runs}, {BucketWorkers, &b.workers}, {BucketResults, &b.results}, {BucketCancels, &b.cancels}} {
 		kv, err := js.KeyValue(ctx, x.name)
 		if err != nil {
 			if errors.Is(err, jetstream.ErrBucketNotFound) {

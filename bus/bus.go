@@ -36,6 +36,10 @@ type Config struct {
 	// ResultsTTL is how long finished task outcomes are remembered for
 	// redeliveries. Defaults to 24h.
 	ResultsTTL time.Duration
+	// CancelsTTL is how long a run's cancellation is kept in
+	// BucketCancels for workers to drop its queued tasks; it must outlast
+	// the longest task deadline. Defaults to 24h.
+	CancelsTTL time.Duration
 	// DuplicateWindow is the window in which a run request with the same
 	// Nats-Msg-Id is dropped. Defaults to 2m.
 	DuplicateWindow time.Duration
@@ -66,6 +70,7 @@ func (cfg Config) WithDefaults() Config {
 	cfg.EventsMaxAge = durationOr(cfg.EventsMaxAge, 24*time.Hour)
 	cfg.ResultsTTL = durationOr(cfg.ResultsTTL, 24*time.Hour)
 	cfg.DuplicateWindow = durationOr(cfg.DuplicateWindow, 2*time.Minute)
+	cfg.CancelsTTL = durationOr(cfg.CancelsTTL, 24*time.Hour)
 	if cfg.MaxBundleBytes <= 0 {
 		cfg.MaxBundleBytes = 64 << 20
 	}
@@ -82,6 +87,7 @@ type Bus struct {
 	runs      *Bucket
 	workers   *Bucket
 	results   *Bucket
+	cancels   *Bucket
 	bundles   jetstream.ObjectStore
 	reportsMu sync.Mutex
 	reports   jetstream.ObjectStore
@@ -168,6 +174,8 @@ func (b *Bus) provision(ctx context.Context) error {
 		Replicas: r, Storage: kvStorage, Description: "manifold live workers"})
 	bucket(&b.results, jetstream.KeyValueConfig{Bucket: BucketResults, TTL: b.cfg.ResultsTTL,
 		Replicas: r, Storage: kvStorage, Description: "manifold finished task outcomes"})
+	bucket(&b.cancels, jetstream.KeyValueConfig{Bucket: BucketCancels, TTL: b.cfg.CancelsTTL,
+		Replicas: r, Storage: kvStorage, Description: "manifold cancelled runs (workers drop their queued tasks)"})
 	objects := func(dst *jetstream.ObjectStore, cfg jetstream.ObjectStoreConfig) {
 		g.Go(func() (err error) {
 			if *dst, err = b.js.CreateOrUpdateObjectStore(ctx, cfg); err != nil {

@@ -38,6 +38,11 @@ type RunRequest struct {
 	WorkDir string `json:"work_dir,omitempty"`
 	// Data overrides the manifest's data; it always wins.
 	Data map[string]any `json:"data,omitempty"`
+	// DataFile, instead of Data, names a JSON file (a map) inside Bundle
+	// holding the run's data: data too large for the request (a message
+	// is at most the server's maximum payload, 1 MiB by default) travels
+	// in the bundle, up to the bundle's limits. Child runs share it.
+	DataFile string `json:"data_file,omitempty"`
 	// Facts are the facts the coordinator resolves the manifest's data
 	// hierarchy over (the host's, for an embedded apply; --fact for a
 	// remote run). Workers render other templates with their own facts.
@@ -56,7 +61,13 @@ type RunRequest struct {
 	// that worker alone, whatever the resources' targets.
 	PinWorker string `json:"pin_worker,omitempty"`
 	// MaxDepth limits nested apply runs; zero means the coordinator's.
+	// A coordinator rejects a request above its policy (its
+	// --max-depth-limit).
 	MaxDepth int `json:"max_depth,omitempty"`
+	// MaxTreeRuns caps the child runs the run's tree starts, all depths
+	// together; zero means the coordinator's. A coordinator rejects a
+	// request above its policy (its --max-tree-runs-limit).
+	MaxTreeRuns int `json:"max_tree_runs,omitempty"`
 	// TaskTimeout bounds each task without a timeout of its own, in
 	// milliseconds; zero means the coordinator's default.
 	TaskTimeoutMS int64 `json:"task_timeout_ms,omitempty"`

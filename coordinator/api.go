@@ -207,6 +207,9 @@ func (a *api) submit(ctx context.Context, req micro.Request) (any, *bus.APIError
 	if rr.MaxDepth < 0 || rr.TaskTimeoutMS < 0 {
 		return nil, invalid(errors.New("max_depth and task_timeout_ms must not be negative"))
 	}
+	if err := a.c.checkPolicy(rr); err != nil {
+		return nil, invalid(err)
+	}
 	if _, err := a.checkManifest(rctx, rr); err != nil {
 		if errors.Is(err, bus.ErrNotFound) {
 			return nil, invalid(fmt.Errorf("bundle %s: %w", rr.Bundle, err))

@@ -66,7 +66,7 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 		return
 	}
 	child := deriveChild(rec.Request.Noop, rec.Request.HealthCheckOnly, rec.Depth, props)
-	maxDepth := cmp.Or(rec.MaxDepth, rec.Request.MaxDepth, r.c.cfg.MaxDepth)
+	maxDepth := min(cmp.Or(rec.MaxDepth, rec.Request.MaxDepth, r.c.cfg.MaxDepth), r.c.cfg.MaxDepthLimit)
 	if rec.Request.Bundle == "" {
 		fail(ErrNoBundle)
 		return
@@ -81,7 +81,19 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 		fail(fmt.Errorf("%w: depth %d is over the limit of %d: %s", ErrDepthExceeded, child.Depth, maxDepth, strings.Join(chain, " → ")))
 		return
 	}
-	if err := r.c.countTreeRun(ctx, cmp.Or(rec.RootRunID, rec.RunID)); err != nil {
+	// A slot of the tree's live child runs, or wait for one (the task
+	// stays dispatched; startWaiting comes back to it).
+	if !r.childSlot(i) {
+		return
+	}
+	held := true
+	defer func() {
+		if held {
+			r.c.trees.release(rootOf(rec))
+		}
+	}()
+	treeRuns := r.maxTreeRuns()
+	if err := r.c.countTreeRun(ctx, rootOf(rec), treeRuns); err != nil {
 		fail(err)
 		return
 	}
@@ -102,8 +114,8 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 	t := r.m.tasks[i]
 	req := bus.RunRequest{
 		RunID: r.childID(i, t.attempt), Bundle: rec.Request.Bundle, Entry: entry, ManifestName: entry,
-		WorkDir: rec.Request.WorkDir, Data: rec.Request.Data, Noop: child.Noop, HealthCheckOnly: child.HealthCheckOnly,
-		Pool: rec.Request.Pool, MaxDepth: maxDepth, TaskTimeoutMS: rec.Request.TaskTimeoutMS,
+		WorkDir: rec.Request.WorkDir, Data: rec.Request.Data, DataFile: rec.Request.DataFile, Noop: child.Noop, HealthCheckOnly: child.HealthCheckOnly,
+		Pool: rec.Request.Pool, MaxDepth: maxDepth, MaxTreeRuns: treeRuns, TaskTimeoutMS: rec.Request.TaskTimeoutMS,
 		PinWorker: rec.Request.PinWorker,
 	}
 	r.c.metrics.depth.Record(ctx, int64(child.Depth))
@@ -120,13 +132,24 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 		}
 		session = nil
 	}
+	held = false // accept owns the slot now
 	err = r.c.accept(ctx, spanCtx, req, &childOf{
 		parent: rec, task: i, attempt: t.attempt, depth: child.Depth, name: res.Name, chain: chain,
 		applyData: props.Data, denyApply: child.DenyApply, session: session, sessionRef: sessionRef, maxDepth: maxDepth,
+		slotHeld: true,
 	})
 	if err != nil {
 		fail(fmt.Errorf("start child run: %w", err))
+		return
 	}
+	r.children[i] = true
+}
+
+// maxTreeRuns is the cap on the child runs of the run's tree: the
+// request's (children inherit the root's), else the coordinator's, never
+// above the coordinator's policy.
+func (r *run) maxTreeRuns() int {
+	return min(cmp.Or(r.rec.Request.MaxTreeRuns, r.c.cfg.MaxTreeRuns), r.c.cfg.MaxTreeRunsLimit)
 }
 
 // treeKey is the runs bucket key counting the child runs of a run tree.
@@ -137,8 +160,7 @@ func treeKey(root string) string { return "tree." + root }
 // key; the root run removes it when it ends. A child started again by a
 // coordinator resuming its parent counts again: the limit errs on the safe
 // side.
-func (c *Coordinator) countTreeRun(ctx context.Context, root string) error {
-	max := c.cfg.MaxTreeRuns
+func (c *Coordinator) countTreeRun(ctx context.Context, root string, max int) error {
 	for range 100 {
 		e, err := c.bus.Runs().Get(ctx, treeKey(root))
 		switch {
@@ -153,7 +175,7 @@ func (c *Coordinator) countTreeRun(ctx context.Context, root string) error {
 		}
 		n, _ := strconv.Atoi(string(e.Value))
 		if n >= max {
-			return fmt.Errorf("%w: the run tree of %s has started %d child runs, the limit (coordinator --max-tree-runs)", ErrTreeRunsExceeded, root, n)
+			return fmt.Errorf("%w: the run tree of %s has started %d child runs, the limit (max_tree_runs of the request, else coordinator --max-tree-runs)", ErrTreeRunsExceeded, root, n)
 		}
 		_, err = c.bus.Runs().Update(ctx, treeKey(root), []byte(strconv.Itoa(n+1)), e.Revision)
 		if errors.Is(err, bus.ErrRevisionMismatch) {
@@ -187,7 +209,11 @@ func (r *run) cancelChild(ctx context.Context, i, attempt int) {
 	bus.SignFact(&fact, bus.ChildSecret(r.rec.Secret, id))
 	if err := r.c.bus.PublishFact(context.WithoutCancel(ctx), fact, id+"/cancel"); err != nil {
 		r.log.Warn("child run not cancelled", "child_run_id", id, "error", err)
+		return
 	}
+	// Workers drop the child's queued tasks and kill its running ones now,
+	// not only once its coordinator has read the cancellation.
+	r.c.announceCancel(ctx, id)
 }
 
 // applyProps decodes apply resource i's properties, rendered from the

@@ -26,7 +26,13 @@ const (
 	DefaultMaxDepth = 10
 	// DefaultMaxTreeRuns is the default of Config.MaxTreeRuns.
 	DefaultMaxTreeRuns = 1000
-	DefaultTaskTimeout = 10 * time.Minute
+	// DefaultMaxDepthLimit is the default of Config.MaxDepthLimit.
+	DefaultMaxDepthLimit = 50
+	// DefaultMaxTreeRunsLimit is the default of Config.MaxTreeRunsLimit.
+	DefaultMaxTreeRunsLimit = 10000
+	// DefaultMaxTreeLiveRuns is the default of Config.MaxTreeLiveRuns.
+	DefaultMaxTreeLiveRuns = 64
+	DefaultTaskTimeout     = 10 * time.Minute
 	// DefaultLease is the default of Config.Lease.
 	DefaultLease = 10 * time.Second
 	// DefaultOutcomeGrace is the default of Config.OutcomeGrace.
@@ -47,8 +53,24 @@ type Config struct {
 	MaxDepth int
 	// MaxTreeRuns caps the child runs one run tree starts, at every depth
 	// together (an apply fanning out at each level grows geometrically
-	// within the depth limit). Defaults to 1000.
+	// within the depth limit), unless a run request sets its own.
+	// Defaults to 1000.
 	MaxTreeRuns int
+	// MaxDepthLimit is the policy on MaxDepth: the largest max_depth a run
+	// request may ask for; a request asking more is rejected. MaxDepth
+	// must not exceed it. Defaults to 50.
+	MaxDepthLimit int
+	// MaxTreeRunsLimit is the policy on MaxTreeRuns: the largest
+	// max_tree_runs a run request may ask for; a request asking more is
+	// rejected. MaxTreeRuns must not exceed it. Defaults to 10,000.
+	MaxTreeRunsLimit int
+	// MaxTreeLiveRuns bounds the child runs of one run tree this
+	// coordinator drives at once. A child run beyond it waits (its apply
+	// resource stays dispatched) until another child run of the tree
+	// ends, unless its parent has no child run in progress: that one
+	// always starts, so a chain of applies never waits on itself.
+	// Defaults to 64.
+	MaxTreeLiveRuns int
 	// TaskTimeout bounds a task (queue wait plus execution) whose resource
 	// and request set none. Defaults to 10m.
 	TaskTimeout time.Duration
@@ -86,6 +108,9 @@ func (cfg Config) WithDefaults() Config {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, DefaultMaxDepth)
 	cfg.MaxTreeRuns = cmp.Or(cfg.MaxTreeRuns, DefaultMaxTreeRuns)
+	cfg.MaxDepthLimit = cmp.Or(cfg.MaxDepthLimit, DefaultMaxDepthLimit)
+	cfg.MaxTreeRunsLimit = cmp.Or(cfg.MaxTreeRunsLimit, DefaultMaxTreeRunsLimit)
+	cfg.MaxTreeLiveRuns = cmp.Or(cfg.MaxTreeLiveRuns, DefaultMaxTreeLiveRuns)
 	cfg.TaskTimeout = cmp.Or(cfg.TaskTimeout, DefaultTaskTimeout)
 	cfg.OutcomeGrace = cmp.Or(cfg.OutcomeGrace, DefaultOutcomeGrace)
 	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
@@ -109,6 +134,15 @@ func (cfg Config) validate() error {
 	if cfg.MaxTreeRuns < 0 {
 		return fmt.Errorf("coordinator: max tree runs %d is negative", cfg.MaxTreeRuns)
 	}
+	if cfg.MaxTreeLiveRuns < 0 {
+		return fmt.Errorf("coordinator: max tree live runs %d is negative", cfg.MaxTreeLiveRuns)
+	}
+	if cfg.MaxDepth > cfg.MaxDepthLimit {
+		return fmt.Errorf("coordinator: max depth %d is over the max depth limit %d", cfg.MaxDepth, cfg.MaxDepthLimit)
+	}
+	if cfg.MaxTreeRuns > cfg.MaxTreeRunsLimit {
+		return fmt.Errorf("coordinator: max tree runs %d is over the max tree runs limit %d", cfg.MaxTreeRuns, cfg.MaxTreeRunsLimit)
+	}
 	return nil
 }
 
@@ -120,9 +154,11 @@ type Coordinator struct {
 	log    *slog.Logger
 	tracer trace.Tracer
 
-	metrics *metrics
-	bundles bundleCache
-	driving driving
+	metrics   *metrics
+	bundles   bundleCache
+	driving   driving
+	histories *bus.Histories
+	trees     treeSlots
 
 	slotsMu sync.Mutex
 	slots   map[string]slotCount // by pool (spreadOf)
@@ -164,10 +200,18 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
+	// One consumer reads the histories of every run driven here.
+	c.histories = c.bus.NewHistories(func(read, newest uint64) {
+		c.log.Warn("history reader stalled; reading again on a new consumer", "read", read, "newest", newest)
+	})
+	if err := c.histories.Start(ctx); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stopAPI, err := c.startAPI(ctx) // the micro service `manifold` (api.go)
 	if err != nil {
 		cancel()
+		c.histories.Stop()
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	// A run cancelled by any coordinator's API wakes its loop here, so it
@@ -176,6 +220,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if err != nil {
 		cancel()
 		stopAPI()
+		c.histories.Stop()
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	c.cancel = cancel
@@ -198,6 +243,9 @@ func (c *Coordinator) Stop() {
 		cancel()
 	}
 	c.wg.Wait()
+	if cancel != nil {
+		c.histories.Stop()
+	}
 }
 
 func (c *Coordinator) intake(ctx context.Context, cons *bus.Consumer) {
@@ -250,11 +298,27 @@ type childOf struct {
 	// sessionRef names the stored session when it is too large for the
 	// header (session is then nil).
 	sessionRef string
+	// slotHeld says the caller took the child's slot of the tree's live
+	// runs (treeSlots); accept takes one otherwise. Either way it is
+	// given back when the child run's driving ends here.
+	slotHeld bool
 }
 
 // accept records a new run (queued) and starts driving it. A request whose
 // run ID or idempotency key was seen before starts nothing.
 func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, parent *childOf) error {
+	started := false
+	if parent != nil {
+		root := rootOf(parent.parent)
+		if !parent.slotHeld {
+			c.trees.acquire(root, 0, true)
+		}
+		defer func() {
+			if !started {
+				c.trees.release(root)
+			}
+		}()
+	}
 	if req.RunID == "" {
 		req.RunID = NewRunID()
 	}
@@ -279,6 +343,11 @@ func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, 
 	if req.PinWorker != "" {
 		if err := bus.ValidToken(bus.PinnedPool(req.PinWorker)); err != nil {
 			return c.reject(ctx, rec, fmt.Errorf("pin_worker: %w", err))
+		}
+	}
+	if parent == nil {
+		if err := c.checkPolicy(req); err != nil {
+			return c.reject(ctx, rec, err)
 		}
 	}
 	if req.IdempotencyKey != "" {
@@ -316,10 +385,34 @@ func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, 
 	if !c.driving.claim(rec.RunID) {
 		return nil
 	}
+	started = true
 	c.wg.Go(func() {
 		defer c.driving.release(rec.RunID)
+		if parent != nil {
+			defer c.trees.release(rootOf(rec))
+		}
 		r.drive(ctx, traceCtx, false)
 	})
+	return nil
+}
+
+// ErrPolicy: a run request asks for more than the coordinator's policy
+// allows (Config.MaxDepthLimit, Config.MaxTreeRunsLimit).
+var ErrPolicy = errors.New("run request exceeds this coordinator's policy")
+
+// checkPolicy rejects a root run request asking for limits above the
+// coordinator's policy: the submitter may lower them, never raise them
+// past what the operator allows.
+func (c *Coordinator) checkPolicy(req bus.RunRequest) error {
+	if req.MaxDepth < 0 || req.MaxTreeRuns < 0 {
+		return fmt.Errorf("%w: max_depth and max_tree_runs must not be negative", ErrPolicy)
+	}
+	if req.MaxDepth > c.cfg.MaxDepthLimit {
+		return fmt.Errorf("%w: max_depth %d is over the limit of %d (coordinator --max-depth-limit)", ErrPolicy, req.MaxDepth, c.cfg.MaxDepthLimit)
+	}
+	if req.MaxTreeRuns > c.cfg.MaxTreeRunsLimit {
+		return fmt.Errorf("%w: max_tree_runs %d is over the limit of %d (coordinator --max-tree-runs-limit)", ErrPolicy, req.MaxTreeRuns, c.cfg.MaxTreeRunsLimit)
+	}
 	return nil
 }
 

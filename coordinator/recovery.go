@@ -141,8 +141,16 @@ func (c *Coordinator) tryResume(ctx context.Context, runID string) error {
 				TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
 		}
 	}
+	if rec.ParentRunID != "" {
+		// A child run resumed here counts among its tree's live runs; it
+		// is in progress already, so it never waits for a slot.
+		c.trees.acquire(rootOf(rec), 0, true)
+	}
 	c.wg.Go(func() {
 		defer c.driving.release(runID)
+		if rec.ParentRunID != "" {
+			defer c.trees.release(rootOf(rec))
+		}
 		r.drive(ctx, traceCtx, true)
 	})
 	return nil

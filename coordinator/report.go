@@ -282,29 +282,19 @@ func liveReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {
 	}
 	m := newRunMachine(rec, session, p)
 	m.start()
-	hist, err := b.OpenHistory(ctx, rec.RunID, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer hist.Stop()
-	for seq := uint64(0); seq < hist.Last(); {
-		done := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() { hist.Stop(); close(done) })
-		e, err := hist.Next()
-		stop()
-		if errors.Is(err, bus.ErrHistoryGone) {
-			// The run ended while it was read: its stored report says how.
-			if fresh, _, lerr := loadRecord(ctx, b.Runs(), rec.RunID); lerr == nil && fresh.Status.Final() {
-				return runReport(ctx, b, fresh)
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		seq = e.Seq
+	err = b.ReadHistory(ctx, rec.RunID, func(e bus.HistoryEntry) {
 		if e.Err == nil && verifyFact(rec, e.Outcome) == nil {
 			m.apply(e.Outcome)
 		}
+	})
+	if errors.Is(err, bus.ErrHistoryGone) {
+		// The run ended while it was read: its stored report says how.
+		if fresh, _, lerr := loadRecord(ctx, b.Runs(), rec.RunID); lerr == nil && fresh.Status.Final() {
+			return runReport(ctx, b, fresh)
+		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	rep := reportOf(rec, p, m)
 	rep.PostMessage = "" // not finished

@@ -50,6 +50,15 @@ type run struct {
 	// replaying is true while the history written before this coordinator
 	// took the run is folded: its commands were carried out already.
 	replaying bool
+
+	// children are the apply tasks whose child run is in progress.
+	children map[int]bool
+	// waiting are apply tasks whose child run waits for a slot of the
+	// run tree (Config.MaxTreeLiveRuns), in order; treeWake is told when a
+	// slot may be free (unwatch stops that).
+	waiting  []int
+	treeWake chan struct{}
+	unwatch  func()
 }
 
 type pendingTask struct {
@@ -79,12 +88,15 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 		attribute.Bool("manifold.health_check_only", rec.Request.HealthCheckOnly),
 		attribute.String("manifold.pool", rec.Request.Pool),
 	))
-	r.span, r.spans = span, map[int]trace.Span{}
+	r.span, r.spans, r.children = span, map[int]trace.Span{}, map[int]bool{}
 	defer func() {
 		for _, s := range r.spans {
 			s.End()
 		}
 		span.End()
+		if r.unwatch != nil {
+			r.unwatch()
+		}
 	}()
 	if rec.TraceID == "" {
 		rec.TraceID = span.SpanContext().TraceID().String()
@@ -108,9 +120,7 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 	}
 	r.m = newRunMachine(rec, r.session, plan)
 
-	hist, err := r.c.bus.OpenHistory(ctx, rec.RunID, func(read, newest uint64) {
-		r.log.Warn("run: history reader stalled; reading again on a new consumer", "read", read, "newest", newest)
-	})
+	hist, err := r.c.histories.Open(ctx, rec.RunID)
 	if err != nil {
 		r.log.Error("run: history not readable; another coordinator can resume it", "error", err)
 		return
@@ -190,6 +200,8 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 					break drain
 				}
 			}
+		case <-r.treeWake: // nil until a child run waits for a slot
+			r.startWaiting(ctx, spanCtx)
 		case <-timer.C:
 			r.expire(ctx, time.Now())
 		case <-renew.C:
@@ -231,6 +243,7 @@ func (r *run) caughtUp(ctx, spanCtx context.Context) {
 		if r.plan.Manifest.Resources[first].Type == "apply" {
 			t := &r.m.tasks[first]
 			if _, _, err := loadRecord(ctx, r.c.bus.Runs(), r.childID(first, t.attempt)); err == nil {
+				r.children[first] = true
 				return // the child run is there; its outcome will come
 			}
 			r.startApply(ctx, r.taskSpan(spanCtx, first, true), first)
@@ -256,13 +269,16 @@ func (r *run) exec(ctx, spanCtx context.Context, cmds []command) {
 				r.startApply(ctx, r.taskSpan(spanCtx, c.task, false), c.task)
 			}
 		case cmdRetry:
+			delete(r.children, c.task)
 			t := r.m.tasks[c.task]
 			r.log.Info("resource failed, retrying", "resource", r.ref(c.task), "attempt", t.attempt, "error", t.err)
 			r.endSpan(c.task, t.err)
 		case cmdSettled:
+			delete(r.children, c.task)
 			r.settled(ctx, c.task)
 		case cmdCancelChild:
-			if !r.replaying {
+			// A child run still waiting for a slot was never started.
+			if !r.replaying && !r.isWaiting(c.task) {
 				r.cancelChild(ctx, c.task, c.attempt)
 			}
 		case cmdFinish:

@@ -202,6 +202,7 @@ func TestRolePermissions(t *testing.T) {
 		{"worker", "manifold.runs.submit"},     // workers do not start runs
 		{"worker", "manifold.api.runs.cancel"}, // nor use the API
 		{"worker", "$KV.manifold-runs.r1"},     // nor touch run records
+		{"worker", "$KV.manifold-cancels.r1"},  // nor cancel runs
 		{"worker", "$JS.API.STREAM.CREATE.MANIFOLD_X"},
 		// Tasks sent by reference are written by coordinators alone.
 		{"worker", "$O.manifold-tasks.M.task-sha256-x"},

@@ -114,7 +114,7 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 			m.env.Logger = m.log
 		}
 		ctxs[i] = trace.ContextWithSpan(execCtx, m.span)
-		untrack := w.trackCancel(m.item.RunID, m.item.MsgID(), cancel)
+		untrack := w.trackCancel(m.item, cancel)
 		defer untrack()
 		refs[i] = m.item.Resource.Ref()
 		links[i] = trace.Link{SpanContext: m.span.SpanContext()}

@@ -61,6 +61,9 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		task = full
 	}
 	log := w.log.With("run_id", task.RunID, "manifest", task.Manifest, "delivery", d.Attempt)
+	if w.dropCancelled(ctx, d, task, log) {
+		return
+	}
 	if !w.claim(task.MsgID(), task.Resource.Ref()) {
 		// Not acked, not nak'd: the running delivery's ack settles the
 		// message, or a later redelivery is answered from the record.
@@ -86,7 +89,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	var ahead []batchResult // outcomes of items[k:] executed ahead in a batch
 	ended := map[int]bool{} // tasks of the segment that failed or were skipped
 	for k, item := range items {
-		if k > 0 && (endsBefore(task.Segment[k-1], ended) || w.runCancelled(task.RunID)) {
+		if k > 0 && (endsBefore(task.Segment[k-1], ended) || w.runCancelled(task)) {
 			break // the coordinator takes the rest back and skips the requirers
 		}
 		traceCtx := itemTrace(d, task, k)
@@ -184,7 +187,7 @@ func (w *Worker) handleOne(ctx, traceCtx context.Context, d *bus.Delivery, task 
 	}
 	start := time.Now()
 	execCtx, cancel := context.WithCancelCause(ctx)
-	untrack := w.trackCancel(task.RunID, task.MsgID(), cancel)
+	untrack := w.trackCancel(task, cancel)
 	o = w.execute(trace.ContextWithSpan(execCtx, span), task, log)
 	untrack()
 	cancel(nil)

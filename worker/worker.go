@@ -387,8 +387,9 @@ func (w *Worker) heartbeat(ctx context.Context) {
 // cancellation.
 var errRunCancelled = errors.New("run cancelled")
 
-// cancelRun cancels the running tasks of a cancelled run: their processes
-// are killed.
+// cancelRun cancels the running tasks of a cancelled run, and of the
+// runs of its tree when it is a root run: their processes are killed.
+// Tasks of the run taken later are dropped (runCancelled).
 func (w *Worker) cancelRun(runID string) {
 	w.runMu.Lock()
 	defer w.runMu.Unlock()
@@ -410,32 +411,46 @@ func (w *Worker) cancelRun(runID string) {
 // cancelledMemory is how long a worker remembers a cancelled run.
 const cancelledMemory = time.Hour
 
-// runCancelled reports whether runID was cancelled lately.
-func (w *Worker) runCancelled(runID string) bool {
+// runCancelled reports whether the run of task, or its root run, was
+// cancelled lately (as announced on the control subject).
+func (w *Worker) runCancelled(task bus.Task) bool {
 	w.runMu.Lock()
 	defer w.runMu.Unlock()
-	_, ok := w.cancelled[runID]
+	_, ok := w.cancelled[task.RunID]
+	if !ok && task.RootRunID != "" {
+		_, ok = w.cancelled[task.RootRunID]
+	}
 	return ok
 }
 
-// trackCancel registers the cancel func of a running task of runID; the
+// trackCancel registers the cancel func of a running task, under its run
+// and its root run (a cancelled root run kills its tree's tasks); the
 // returned func unregisters it.
-func (w *Worker) trackCancel(runID, id string, cancel context.CancelCauseFunc) func() {
+func (w *Worker) trackCancel(task bus.Task, cancel context.CancelCauseFunc) func() {
 	w.runMu.Lock()
 	defer w.runMu.Unlock()
 	if w.cancels == nil {
 		w.cancels = map[string]map[string]context.CancelCauseFunc{}
 	}
-	if w.cancels[runID] == nil {
-		w.cancels[runID] = map[string]context.CancelCauseFunc{}
+	id := task.MsgID()
+	runs := []string{task.RunID}
+	if task.RootRunID != "" && task.RootRunID != task.RunID {
+		runs = append(runs, task.RootRunID)
 	}
-	w.cancels[runID][id] = cancel
+	for _, run := range runs {
+		if w.cancels[run] == nil {
+			w.cancels[run] = map[string]context.CancelCauseFunc{}
+		}
+		w.cancels[run][id] = cancel
+	}
 	return func() {
 		w.runMu.Lock()
 		defer w.runMu.Unlock()
-		delete(w.cancels[runID], id)
-		if len(w.cancels[runID]) == 0 {
-			delete(w.cancels, runID)
+		for _, run := range runs {
+			delete(w.cancels[run], id)
+			if len(w.cancels[run]) == 0 {
+				delete(w.cancels, run)
+			}
 		}
 	}
 }

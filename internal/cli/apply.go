@@ -7,6 +7,7 @@ import (
 
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -56,7 +57,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	fs.Var(&o.output, "output", "output format: text or json (the run report)")
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "give up on the run after this long (exit 3)")
 	fs.IntVar(&o.maxDepth, "max-depth", coordinator.DefaultMaxDepth, "maximum nesting of apply resources")
-	fs.IntVar(&o.maxTreeRuns, "max-tree-runs", coordinator.DefaultMaxTreeRuns, "maximum child runs the run starts, all depths together (embedded engine)")
+	fs.IntVar(&o.maxTreeRuns, "max-tree-runs", coordinator.DefaultMaxTreeRuns, "maximum child runs the run starts, all depths together (with --server: asked of the server's coordinator, within its policy)")
 	fs.IntVar(&o.concurrency, "concurrency", 0, "resources executed at once by the embedded worker (default: CPUs)")
 	fs.Var(&o.logLevel, "log-level", "log level on stderr: debug, info, warn or error")
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export traces to this OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
@@ -79,6 +80,15 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	if o.maxDepth < 1 {
 		fmt.Fprintln(st.Stderr, "manifold apply: --max-depth must be at least 1 (a manifest without apply resources needs no limit)")
 		return ExitInvalid
+	}
+	if !conn.explicit() {
+		// The embedded engine's policy is the coordinator's default one;
+		// a server's coordinator applies its own (and says so).
+		if o.maxDepth > coordinator.DefaultMaxDepthLimit || o.maxTreeRuns > coordinator.DefaultMaxTreeRunsLimit {
+			fmt.Fprintf(st.Stderr, "manifold apply: --max-depth %d or --max-tree-runs %d is over the embedded engine's limit (%d and %d)\n",
+				o.maxDepth, o.maxTreeRuns, coordinator.DefaultMaxDepthLimit, coordinator.DefaultMaxTreeRunsLimit)
+			return ExitInvalid
+		}
 	}
 	path := pos[0]
 	logger := newLogger(st.Stderr, o.logLevel.value)
@@ -125,7 +135,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 
 	if conn.explicit() {
 		return submitRemote(ctx, st, &conn, remoteRun{path: path, tree: tree, follow: true, output: o.output.value, timeout: o.timeout, jaegerURL: o.jaegerURL,
-			req: bus.RunRequest{Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth}})
+			req: bus.RunRequest{Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth, MaxTreeRuns: explicitInt(fs, "max-tree-runs", o.maxTreeRuns)}})
 	}
 	defer exitOnSecondSignal(st, "apply")()
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("run did not finish within --timeout %s", o.timeout))
@@ -190,4 +200,16 @@ func printValidation(w io.Writer, err error) {
 		return
 	}
 	fmt.Fprintln(w, err.Error())
+}
+
+// explicitInt is v when the flag name was given, else 0 (the server's
+// default).
+func explicitInt(fs *flag.FlagSet, name string, v int) int {
+	set := 0
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = v
+		}
+	})
+	return set
 }

@@ -120,15 +120,23 @@ func runCoordinator(ctx context.Context, st IO, args []string) int {
 	sf.register(fs)
 	fs.StringVar(&cfg.Name, "name", "", "coordinator name in run records and logs (default: host-pid)")
 	fs.IntVar(&cfg.MaxDepth, "max-depth", coordinator.DefaultMaxDepth, "maximum nesting of apply resources unless a run request sets its own")
-	fs.IntVar(&cfg.MaxTreeRuns, "max-tree-runs", coordinator.DefaultMaxTreeRuns, "maximum child runs one run tree starts, all depths together")
+	fs.IntVar(&cfg.MaxTreeRuns, "max-tree-runs", coordinator.DefaultMaxTreeRuns, "maximum child runs one run tree starts, all depths together, unless a run request sets its own")
+	fs.IntVar(&cfg.MaxDepthLimit, "max-depth-limit", coordinator.DefaultMaxDepthLimit, "policy: the largest max_depth a run request may ask for (a request asking more is rejected)")
+	fs.IntVar(&cfg.MaxTreeRunsLimit, "max-tree-runs-limit", coordinator.DefaultMaxTreeRunsLimit, "policy: the largest max_tree_runs a run request may ask for (a request asking more is rejected)")
+	fs.IntVar(&cfg.MaxTreeLiveRuns, "max-tree-live-runs", coordinator.DefaultMaxTreeLiveRuns, "child runs of one run tree this coordinator drives at once; more wait for one to end")
 	fs.DurationVar(&cfg.TaskTimeout, "task-timeout", coordinator.DefaultTaskTimeout, "timeout of a task whose resource and request set none (queue wait plus execution)")
 	fs.DurationVar(&cfg.Lease, "lease", coordinator.DefaultLease, "how long this coordinator's claim on a run lasts without renewal; when it lapses a standby coordinator resumes the run")
 	fs.IntVar(&replicas, "replicas", 1, "replicas of manifold's streams and buckets (3 in a 3-node cluster)")
 	if code, ok := parseNone(fs, st, "coordinator", args); !ok {
 		return code
 	}
-	if cfg.MaxDepth < 0 || cfg.TaskTimeout < 0 || replicas < 1 || cfg.MaxTreeRuns < 1 {
-		fmt.Fprintln(st.Stderr, "manifold coordinator: --max-depth and --task-timeout must not be negative, --replicas and --max-tree-runs at least 1")
+	if cfg.MaxDepth < 0 || cfg.TaskTimeout < 0 || replicas < 1 || cfg.MaxTreeRuns < 1 || cfg.MaxDepthLimit < 1 || cfg.MaxTreeRunsLimit < 1 || cfg.MaxTreeLiveRuns < 1 {
+		fmt.Fprintln(st.Stderr, "manifold coordinator: --max-depth and --task-timeout must not be negative, --replicas, --max-tree-runs, --max-depth-limit, --max-tree-runs-limit and --max-tree-live-runs at least 1")
+		return ExitInvalid
+	}
+	if cfg.MaxDepth > cfg.MaxDepthLimit || cfg.MaxTreeRuns > cfg.MaxTreeRunsLimit {
+		fmt.Fprintf(st.Stderr, "manifold coordinator: --max-depth %d and --max-tree-runs %d must not exceed --max-depth-limit %d and --max-tree-runs-limit %d\n",
+			cfg.MaxDepth, cfg.MaxTreeRuns, cfg.MaxDepthLimit, cfg.MaxTreeRunsLimit)
 		return ExitInvalid
 	}
 	sf.instance = cfg.Name
