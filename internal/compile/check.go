@@ -53,6 +53,9 @@ func checkSyntax(m *schemas.Manifest) schemas.Errors {
 		}
 		for j, hc := range r.HealthChecks {
 			add("health_checks["+strconv.Itoa(j)+"]", template.CheckValue(hc))
+			if rules, ok := hc["goss_rules"]; ok {
+				add("health_checks["+strconv.Itoa(j)+"].goss_rules", template.CheckKeys(rules))
+			}
 		}
 		for _, k := range sortedKeys(r.Properties) {
 			add(k, template.CheckValue(r.Properties[k]))

@@ -9,3 +9,7 @@ var ErrFactInName = errors.New("compile: names, aliases and references are rende
 // ErrNoManifestDir is wrapped by the error of a resources_jet_file when
 // the manifest has no directory to read it from (an inline manifest).
 var ErrNoManifestDir = errors.New("compile: no manifest directory")
+
+// ErrInternal is wrapped by the error of a compilation that panicked: a
+// bug, not an invalid manifest. The error holds the panic and its stack.
+var ErrInternal = errors.New("compile: internal error")

@@ -3,7 +3,9 @@ package compile
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/manifold-run/manifold/resources/template"
 	"github.com/manifold-run/manifold/schemas"
@@ -69,12 +71,20 @@ type Opts struct {
 	// OnRead, when set, is told of every file a template read while
 	// compiling (the bundle builder collects them).
 	OnRead func(name string, content []byte) error
+	// Deadline bounds the templates evaluated while compiling (data,
+	// resources_jet_file, messages, names, properties): past it they fail
+	// with template.ErrLimit. Zero is Timeout from the start.
+	Deadline time.Time
 }
+
+// Timeout bounds the template evaluations of one compilation when
+// Opts.Deadline is zero: 30s.
+const Timeout = 30 * time.Second
 
 // scope is the template scope of a compilation: data, facts and the
 // manifest's files.
 func (o Opts) scope(data map[string]any) template.Scope {
-	return template.Scope{Data: data, Facts: o.Facts, Dir: o.Dir, Files: o.Files, OnRead: o.OnRead}
+	return template.Scope{Data: data, Facts: o.Facts, Dir: o.Dir, Files: o.Files, OnRead: o.OnRead, Deadline: o.Deadline}
 }
 
 // Source parses the manifest src (named name) and compiles it.
@@ -91,8 +101,31 @@ func Source(name string, src []byte, o Opts) (*Plan, error) {
 // and references, checks templates, references and properties and builds
 // the graph. The manifest is modified in place (names rendered). Errors
 // are schemas.Errors.
-func Compile(m *schemas.Manifest, o Opts) (*Plan, error) {
+//
+// A panic while compiling (a bug) is returned as an error wrapping
+// ErrInternal, so that no manifest can crash the process compiling it (a
+// coordinator resuming the run would crash again).
+func Compile(m *schemas.Manifest, o Opts) (p *Plan, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("%w: %s: panic: %v\n%s", ErrInternal, m.Path, r, debug.Stack())
+		}
+	}()
+	if o.Deadline.IsZero() {
+		o.Deadline = time.Now().Add(Timeout)
+	}
+	return compileManifest(m, o)
+}
+
+// beforeCompile is a test hook.
+var beforeCompile = func(*schemas.Manifest) {}
+
+func compileManifest(m *schemas.Manifest, o Opts) (*Plan, error) {
+	beforeCompile(m)
 	if errs := checkSyntax(m); len(errs) > 0 {
+		return nil, errs
+	}
+	if errs := checkFiles(m, o.scope(nil)); len(errs) > 0 {
 		return nil, errs
 	}
 	data, err := Data(m, o)
@@ -106,12 +139,15 @@ func Compile(m *schemas.Manifest, o Opts) (*Plan, error) {
 		if errs := checkSyntax(m); len(errs) > 0 {
 			return nil, errs
 		}
+		if errs := checkFiles(m, o.scope(nil)); len(errs) > 0 {
+			return nil, errs
+		}
 	}
 	pre, post, err := messages(m, o.scope(data))
 	if err != nil {
 		return nil, err
 	}
-	if errs := renderNames(m, data); len(errs) > 0 {
+	if errs := renderNames(m, data, o.Deadline); len(errs) > 0 {
 		return nil, errs
 	}
 	if err := schemas.CheckReferencesWith(m, o.External); err != nil {
@@ -127,8 +163,8 @@ func Compile(m *schemas.Manifest, o Opts) (*Plan, error) {
 
 // renderNames renders the names, aliases and references of m's resources
 // from data (not facts: they are host-independent).
-func renderNames(m *schemas.Manifest, data map[string]any) schemas.Errors {
-	scope := template.Scope{Data: data}
+func renderNames(m *schemas.Manifest, data map[string]any, deadline time.Time) schemas.Errors {
+	scope := template.Scope{Data: data, Deadline: deadline}
 	var errs schemas.Errors
 	render := func(r *schemas.Resource, field string, s *string) {
 		if !template.HasTemplate(*s) {

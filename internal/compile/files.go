@@ -1,0 +1,50 @@
+package compile
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/manifold-run/manifold/resources/template"
+	"github.com/manifold-run/manifold/schemas"
+)
+
+// checkFiles checks the syntax of the template files m's resources name in
+// literal arguments (template('app.templ'), jet('app.jet'), in properties
+// and health checks), and of the templates of its scaffold resources, when
+// the manifest's files are at hand (scope's Dir or Files): a syntax error
+// in the third resource's template fails before the first resource runs.
+// A file that does not exist is left to the run.
+func checkFiles(m *schemas.Manifest, scope template.Scope) schemas.Errors {
+	var errs schemas.Errors
+	for i := range m.Resources {
+		r := &m.Resources[i]
+		add := func(field string, err error) {
+			if err != nil {
+				errs = append(errs, &schemas.Error{Pos: r.Pos, Path: r.Path + "." + field, Message: fmt.Sprintf("%s: %v", r.Ref(), err), Err: err})
+			}
+		}
+		if r.Type == "scaffold" {
+			add("source", checkScaffold(r, scope))
+		}
+		if scope.Dir == "" && scope.Files == nil {
+			continue
+		}
+		check := func(field string, v any) {
+			for _, s := range stringsIn(v) {
+				for _, ref := range template.FileRefs(s) {
+					if err := template.CheckFile(ref, scope.ReadFile); err != nil {
+						add(field, err)
+						return
+					}
+				}
+			}
+		}
+		for _, k := range sortedKeys(r.Properties) {
+			check(k, r.Properties[k])
+		}
+		for j, hc := range r.HealthChecks {
+			check("health_checks["+strconv.Itoa(j)+"]", hc)
+		}
+	}
+	return errs
+}

@@ -1,0 +1,157 @@
+package compile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	texttemplate "text/template"
+
+	"github.com/CloudyKit/jet/v6"
+
+	"github.com/manifold-run/manifold/resources/template"
+	"github.com/manifold-run/manifold/schemas"
+)
+
+// Bounds of a scaffold source read to check its templates (the scaffold
+// type's own: 10,000 files of at most 1 MiB).
+const (
+	maxScaffoldFiles = 10_000
+	maxScaffoldFile  = 1 << 20
+)
+
+// ErrScaffoldOutside is wrapped by the error of a scaffold whose source
+// leaves the manifest's directory.
+var ErrScaffoldOutside = errors.New("compile: scaffold source is outside the manifest directory")
+
+// checkScaffold checks a scaffold resource's source: it must stay inside
+// the manifest's directory (it travels with the manifest), and when that
+// directory is on this host every template in it must parse with the
+// resource's engine and delimiters. A source given by a template is the
+// worker's to check.
+func checkScaffold(r *schemas.Resource, scope template.Scope) error {
+	src, _ := r.Properties["source"].(string)
+	if src == "" || template.HasTemplate(src) {
+		return nil
+	}
+	rel := filepath.Clean(src)
+	if filepath.IsAbs(src) {
+		if scope.Dir == "" {
+			return nil
+		}
+		var err error
+		if rel, err = filepath.Rel(scope.Dir, src); err != nil {
+			rel = ".."
+		}
+	}
+	if !filepath.IsLocal(rel) && rel != "." {
+		return fmt.Errorf("%w: %q", ErrScaffoldOutside, src)
+	}
+	if scope.Dir == "" {
+		return nil
+	}
+	files, err := readScaffold(scope.Dir, rel)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // the worker reports it
+		}
+		return fmt.Errorf("%q: %w", src, err)
+	}
+	engine, _ := r.Properties["engine"].(string)
+	left, _ := r.Properties["left_delimiter"].(string)
+	right, _ := r.Properties["right_delimiter"].(string)
+	if left == "" || right == "" {
+		left, right = "[[", "]]"
+		if engine == "go" {
+			left, right = "{{", "}}"
+		}
+	}
+	names := make([]string, 0, len(files))
+	for p := range files {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	if engine == "go" {
+		funcs := (template.Scope{}).GoFunctions()
+		funcs["render"] = func(string, any) (string, error) { return "", nil }
+		funcs["write"] = func(string, string) (string, error) { return "", nil }
+		for _, p := range names {
+			if _, err := texttemplate.New(p).Delims(left, right).Funcs(funcs).Parse(string(files[p])); err != nil {
+				return fmt.Errorf("%q: %s", src, firstLine(err.Error()))
+			}
+		}
+		return nil
+	}
+	loader := jet.NewInMemLoader()
+	for p, b := range files {
+		loader.Set("/"+p, string(b))
+	}
+	set := jet.NewSet(loader, jet.WithDelims(left, right), jet.WithCache(template.NewJetCache()),
+		jet.WithSafeWriter(func(w io.Writer, b []byte) { _, _ = w.Write(b) }))
+	noop := func(jet.Arguments) reflect.Value { return reflect.Value{} }
+	for k, f := range (template.Scope{}).JetFunctions() {
+		set.AddGlobalFunc(k, f)
+	}
+	set.AddGlobalFunc("render", noop)
+	set.AddGlobalFunc("write", noop)
+	for _, p := range names {
+		if _, err := set.GetTemplate("/" + p); err != nil {
+			return fmt.Errorf("%q: %s: %s", src, p, firstLine(err.Error()))
+		}
+	}
+	return nil
+}
+
+// readScaffold reads the regular files under dir/rel (slash-separated
+// paths relative to it), never through a symlink leading out of dir.
+func readScaffold(dir, rel string) (map[string][]byte, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	sub, err := root.OpenRoot(rel)
+	if err != nil {
+		if strings.Contains(err.Error(), "escapes") {
+			return nil, fmt.Errorf("%w: %w", ErrScaffoldOutside, err)
+		}
+		return nil, err
+	}
+	defer sub.Close()
+	out := map[string][]byte{}
+	err = fs.WalkDir(sub.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() || !d.Type().IsRegular():
+			return nil // the worker refuses what is not a regular file
+		case len(out) >= maxScaffoldFiles:
+			return fmt.Errorf("more than %d files", maxScaffoldFiles)
+		}
+		f, err := sub.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, maxScaffoldFile+1))
+		if err != nil {
+			return err
+		}
+		if len(b) > maxScaffoldFile {
+			return fmt.Errorf("%s is larger than %d bytes", p, maxScaffoldFile)
+		}
+		out[p] = b
+		return nil
+	})
+	return out, err
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
