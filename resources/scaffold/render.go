@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	texttemplate "text/template"
+	"time"
 
 	"github.com/CloudyKit/jet/v6"
 
@@ -135,7 +136,7 @@ func render(src source, engine Engine, left, right string, skipEmpty bool, scope
 			loader.Set("/"+p, string(b))
 		}
 		r.jet = jet.NewSet(loader, jet.WithDelims(left, right),
-			jet.WithSafeWriter(func(w io.Writer, b []byte) { _, _ = w.Write(b) }))
+			jet.WithSafeWriter(func(w io.Writer, b []byte) { _, _ = w.Write(b) }), jet.WithCache(template.NewJetCache()))
 		for k, f := range r.jetFunctions() {
 			r.jet.AddGlobalFunc(k, f)
 		}
@@ -199,7 +200,8 @@ func (r *renderer) renderFile(p string, dot any) (out []byte, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %s", ErrRender, p, firstLine(err.Error()))
 		}
-		if err := tpl.Execute(&buf, r.scope.JetVariables(), dot); err != nil {
+		// Bounded: nesting, output (the file limit) and time.
+		if err := template.ExecuteJet(tpl, &buf, r.scope.JetVariables(), dot, r.lim.fileBytes, time.Time{}); err != nil {
 			if errors.Is(err, ErrRender) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrSourceOutside) {
 				return nil, err
 			}
