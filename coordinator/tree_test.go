@@ -85,29 +85,41 @@ func historyConsumers(t *testing.T, b *bus.Bus) int {
 }
 
 // submit submits req and returns a channel that yields the root run's
-// report once it finished.
+// report once it finished (nil when it did not within a minute).
 func (e *treeEngine) submit(t *testing.T, req bus.RunRequest) <-chan *Report {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
 	done := make(chan *Report, 1)
+	followed := make(chan error, 1)
 	go func() {
-		rep, _ := e.run(t, req)
+		followed <- e.bus.FollowEvents(ctx, req.RunID, func(ev bus.Event) bool {
+			return ev.Kind != bus.EventRunFinished || ev.RunID != req.RunID
+		})
+	}()
+	require.NoError(t, e.bus.SubmitRun(ctx, req, req.RunID))
+	go func() {
+		var rep *Report
+		if <-followed == nil {
+			rep, _ = GetReport(ctx, e.bus, req.RunID)
+		}
 		done <- rep
 	}()
 	return done
 }
 
-// TestManyChildRunsDoNotStarveOtherRuns: a graph run with 20 apply
+// TestManyChildRunsDoNotStarveOtherRuns: a graph run with 12 apply
 // children in progress at once holds one history consumer in all (not one
 // per run: the server's consumers would run out), and another run starts
 // and finishes meanwhile.
 func TestManyChildRunsDoNotStarveOtherRuns(t *testing.T) {
 	t.Parallel()
-	const n = 20
+	const n = 12
 	e := startTreeEngine(t, Config{}, n+2)
 	dir := t.TempDir()
 	req := bus.RunRequest{RunID: NewRunID(), Bundle: blockedChildren(t, e.bus, dir, n)}
 	tree := e.submit(t, req)
-	require.Eventually(t, func() bool { return startedIn(dir) == n }, 20*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return startedIn(dir) == n }, 50*time.Second, 10*time.Millisecond,
 		"every child run started")
 
 	require.Equal(t, 1, historyConsumers(t, e.bus), "history consumers with %d runs in progress", n+1)
@@ -120,6 +132,7 @@ func TestManyChildRunsDoNotStarveOtherRuns(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "release"), nil, 0o644))
 	rep = <-tree
+	require.NotNil(t, rep, "the tree did not finish")
 	require.Equal(t, RunSucceeded, rep.Status, "%+v", rep.Counts)
 	require.Equal(t, n, rep.Counts.Changed)
 	require.Zero(t, e.c.trees.count(req.RunID))
@@ -135,7 +148,7 @@ func TestTreeLiveRunsAreBounded(t *testing.T) {
 	dir := t.TempDir()
 	req := bus.RunRequest{RunID: NewRunID(), Bundle: blockedChildren(t, e.bus, dir, n)}
 	tree := e.submit(t, req)
-	require.Eventually(t, func() bool { return startedIn(dir) == 2 }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return startedIn(dir) == 2 }, 50*time.Second, 10*time.Millisecond)
 
 	other := t.TempDir()
 	rep, _ := e.run(t, bus.RunRequest{ManifestYAML: "resources:\n  - {type: file, name: " + other + "/f, content: x}\n"})
@@ -145,6 +158,7 @@ func TestTreeLiveRunsAreBounded(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "release"), nil, 0o644))
 	rep = <-tree
+	require.NotNil(t, rep, "the tree did not finish")
 	require.Equal(t, RunSucceeded, rep.Status, "%+v", rep.Counts)
 	require.Equal(t, n, rep.Counts.Changed)
 	require.Equal(t, n, startedIn(dir))
@@ -247,6 +261,7 @@ func TestCancelDropsQueuedTasksOfTheTree(t *testing.T) {
 	require.NotContains(t, string(msg.Data), `"error"`)
 
 	rep := <-tree
+	require.NotNil(t, rep, "the tree did not finish")
 	require.Equal(t, RunCancelled, rep.Status)
 	rec, _, err := loadRecord(t.Context(), e.bus.Runs(), childID)
 	require.NoError(t, err)
