@@ -176,6 +176,11 @@ func TestMainRefusesBadFlags(t *testing.T) {
 		{"--reps", "101"},
 		{"--workers", "17"},
 		{"--modes", "fast"},
+		{"--modes", "fleet", "--fleet-hosts", "0"},
+		{"--fleet-hosts", "x"},
+		{"--fleet-hosts", "20001"},
+		{"--fleet-resources", "1001"},
+		{"--fleet-runs", "101"},
 		{"extra"},
 	} {
 		var out, errw strings.Builder
@@ -209,6 +214,8 @@ func TestConfigLimits(t *testing.T) {
 		"reps past max":  {Root: "/x", Reps: MaxReps + 1},
 		"workers 17":     {Root: "/x", Workers: []int{MaxWorkers + 1}},
 		"unknown mode":   {Root: "/x", Modes: []Mode{"fast"}},
+		"fleet of 0":     {Root: "/x", FleetHosts: []int{0}},
+		"negative live":  {Root: "/x", FleetLiveRuns: -1},
 		"no module root": {},
 	} {
 		if err := c.WithDefaults().validate(); err == nil {

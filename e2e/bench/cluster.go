@@ -64,12 +64,27 @@ type cluster struct {
 	server  *daemon
 	coord   *daemon
 	workers []*daemon
+	opts    clusterOpts
+}
+
+// clusterOpts adjusts a cluster's processes.
+type clusterOpts struct {
+	// coordArgs are more flags of the coordinator.
+	coordArgs []string
+	// profileDir, when set, receives CPU profiles of the server and the
+	// coordinator (MANIFOLD_CPU_PROFILE), named NAME-label.pprof.
+	profileDir, label string
 }
 
 // startCluster starts `manifold server` on a free loopback port and a
 // coordinator, and waits until the coordinator's API answers.
 func (h *harness) startCluster(ctx context.Context, dir string) (c *cluster, err error) {
-	c = &cluster{h: h, dir: dir}
+	return h.startClusterWith(ctx, dir, clusterOpts{})
+}
+
+// startClusterWith is startCluster with options.
+func (h *harness) startClusterWith(ctx context.Context, dir string, opts clusterOpts) (c *cluster, err error) {
+	c = &cluster{h: h, dir: dir, opts: opts}
 	defer func() {
 		if err != nil {
 			c.stop()
@@ -105,7 +120,7 @@ func (h *harness) startCluster(ctx context.Context, dir string) (c *cluster, err
 	if err != nil {
 		return nil, err
 	}
-	if c.coord, err = c.start("coordinator", "coordinator", "--server", c.url, "--name", "bench-coord", "--log-level", "warn"); err != nil {
+	if c.coord, err = c.start("coordinator", append([]string{"coordinator", "--server", c.url, "--name", "bench-coord", "--log-level", "warn"}, opts.coordArgs...)...); err != nil {
 		return nil, err
 	}
 	err = c.waitFor(ctx, 30*time.Second, "the coordinator serves the API", func() (bool, string) {
@@ -152,6 +167,9 @@ func (c *cluster) start(name string, args ...string) (*daemon, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	d.cmd = c.h.run.command(c.h.manifold, args...)
+	if c.opts.profileDir != "" && (name == "server" || name == "coordinator") {
+		d.cmd.Env = append(d.cmd.Env, "MANIFOLD_CPU_PROFILE="+filepath.Join(c.opts.profileDir, name+"-"+c.opts.label+".pprof"))
+	}
 	d.cmd.Stdout, d.cmd.Stderr = f, f
 	if err := d.cmd.Start(); err != nil {
 		f.Close()

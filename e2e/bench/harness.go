@@ -59,6 +59,28 @@ type Config struct {
 	Keep bool
 	// Command is the command line recorded in the results.
 	Command string
+	// FleetHosts are the fleet sizes (simulated hosts) of mode fleet.
+	// Defaults to 1,000.
+	FleetHosts []int
+	// FleetResources is the number of file resources of the fleet
+	// manifest. Defaults to 20.
+	FleetResources int
+	// FleetRuns is the number of consecutive fleet runs per size (server
+	// RSS is reported after the first and the last). Defaults to 3.
+	FleetRuns int
+	// FleetPerProcess is how many simulated hosts one host process holds.
+	// Defaults to 2,500.
+	FleetPerProcess int
+	// FleetRoot holds the simulated hosts' roots (host-NNNNN/ each).
+	// Defaults to a directory in the work directory, removed with it.
+	FleetRoot string
+	// FleetLiveRuns, when set, is the coordinator's --max-tree-live-runs
+	// (else the coordinator's default).
+	FleetLiveRuns int
+	// FleetProfile, when set, is a directory where the server and the
+	// coordinator of each fleet size write CPU profiles
+	// (MANIFOLD_CPU_PROFILE), server-N.pprof and coordinator-N.pprof.
+	FleetProfile string
 }
 
 // Mode is a part of the harness that can be selected.
@@ -69,10 +91,15 @@ const (
 	ModeFiles Mode = "files" // the file scenarios (and the floor)
 	ModeDist  Mode = "dist"  // distributed throughput and per-task latency
 	ModeLevel Mode = "level" // the cost of one apply level
+	ModeFleet Mode = "fleet" // each-worker runs over simulated hosts
 )
 
-// allModes lists every mode in running order.
+// allModes lists the default modes in running order.
 var allModes = []Mode{ModeFiles, ModeLevel, ModeDist}
+
+// knownModes lists every mode: the default ones, then fleet (minutes and
+// thousands of connections: only when asked for).
+var knownModes = []Mode{ModeFiles, ModeLevel, ModeDist, ModeFleet}
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
@@ -92,6 +119,12 @@ func (c Config) WithDefaults() Config {
 	c.ChainN = cmp.Or(c.ChainN, 200)
 	c.TimeoutBase = cmp.Or(c.TimeoutBase, 60*time.Second)
 	c.TimeoutPerResource = cmp.Or(c.TimeoutPerResource, 20*time.Millisecond)
+	if len(c.FleetHosts) == 0 {
+		c.FleetHosts = []int{1000}
+	}
+	c.FleetResources = cmp.Or(c.FleetResources, 20)
+	c.FleetRuns = cmp.Or(c.FleetRuns, 3)
+	c.FleetPerProcess = cmp.Or(c.FleetPerProcess, 2500)
 	if c.Results == "" && c.Root != "" {
 		c.Results = filepath.Join(c.Root, "e2e", "bench", "RESULTS.md")
 	}
@@ -106,6 +139,10 @@ const (
 	MaxReps = 100
 	// MaxWorkers is the largest worker count accepted.
 	MaxWorkers = 16
+	// MaxFleetHosts is the largest fleet accepted.
+	MaxFleetHosts = 20000
+	// MaxFleetResources is the largest fleet manifest accepted.
+	MaxFleetResources = 1000
 )
 
 // validate checks a configuration after WithDefaults.
@@ -130,9 +167,26 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("dist-n %d, chain-n %d: want 1 to %d", c.DistN, c.ChainN, MaxSize))
 	}
 	for _, m := range c.Modes {
-		if !slices.Contains(allModes, m) {
-			errs = append(errs, fmt.Errorf("mode %q: want one of %v", m, allModes))
+		if !slices.Contains(knownModes, m) {
+			errs = append(errs, fmt.Errorf("mode %q: want one of %v", m, knownModes))
 		}
+	}
+	for _, n := range c.FleetHosts {
+		if n < 1 || n > MaxFleetHosts {
+			errs = append(errs, fmt.Errorf("fleet hosts %d: want 1 to %d", n, MaxFleetHosts))
+		}
+	}
+	if c.FleetResources < 1 || c.FleetResources > MaxFleetResources {
+		errs = append(errs, fmt.Errorf("fleet resources %d: want 1 to %d", c.FleetResources, MaxFleetResources))
+	}
+	if c.FleetRuns < 1 || c.FleetRuns > MaxReps {
+		errs = append(errs, fmt.Errorf("fleet runs %d: want 1 to %d", c.FleetRuns, MaxReps))
+	}
+	if c.FleetPerProcess < 1 || c.FleetPerProcess > MaxFleetHosts {
+		errs = append(errs, fmt.Errorf("fleet hosts per process %d: want 1 to %d", c.FleetPerProcess, MaxFleetHosts))
+	}
+	if c.FleetLiveRuns < 0 {
+		errs = append(errs, fmt.Errorf("fleet live runs %d: must not be negative", c.FleetLiveRuns))
 	}
 	if c.Root == "" {
 		errs = append(errs, errors.New("no module root"))
@@ -168,6 +222,12 @@ type harness struct {
 	work     string
 	manifold string
 	ccm      string
+	// benchrun is the harness's own binary (its hidden fleet-hosts
+	// command hosts simulated hosts), built for mode fleet.
+	benchrun string
+	// lines receives the one-line summaries of mode fleet as they come
+	// (nil: none).
+	lines io.Writer
 	// ccmVersion is what `ccm --version` printed.
 	ccmVersion string
 }
@@ -179,6 +239,7 @@ type Results struct {
 	Files   []*FilesResult
 	Level   *LevelResult
 	Dist    *DistResult
+	Fleet   *FleetResult
 	// CCMVersion is what the CCM binary's --version printed.
 	CCMVersion string
 	// RSSMethod says how peak RSS was measured.
@@ -194,11 +255,16 @@ type Results struct {
 // progress goes to logw. Child processes are bounded by the configured
 // timeouts and the work directory is removed at the end unless Keep.
 func Run(ctx context.Context, cfg Config, logw io.Writer) (*Results, error) {
+	return runWith(ctx, cfg, nil, logw)
+}
+
+// runWith is Run printing the fleet lines to lines as they come.
+func runWith(ctx context.Context, cfg Config, lines, logw io.Writer) (*Results, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	h := &harness{cfg: cfg, log: slog.New(slog.NewTextHandler(logw, nil))}
+	h := &harness{cfg: cfg, log: slog.New(slog.NewTextHandler(logw, nil)), lines: lines}
 	var err error
 	if h.id, err = currentIdentity(); err != nil {
 		return nil, err
@@ -260,6 +326,13 @@ func Run(ctx context.Context, cfg Config, logw io.Writer) (*Results, error) {
 		}
 		res.Dist = dr
 	}
+	if cfg.has(ModeFleet) {
+		fr, err := h.runFleet(ctx)
+		if err != nil {
+			res.Errors = append(res.Errors, "fleet: "+err.Error())
+		}
+		res.Fleet = fr
+	}
 	res.Took = time.Since(res.Started)
 	return res, ctx.Err()
 }
@@ -278,6 +351,14 @@ func (h *harness) build(ctx context.Context) error {
 	cmd.Dir = h.cfg.Root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("bench: go build ./cmd/manifold: %w\n%s", err, out)
+	}
+	if h.cfg.has(ModeFleet) {
+		h.benchrun = filepath.Join(bin, "benchrun")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", h.benchrun, "./e2e/bench/cmd/benchrun")
+		cmd.Dir = h.cfg.Root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("bench: go build ./e2e/bench/cmd/benchrun: %w\n%s", err, out)
+		}
 	}
 	if h.cfg.CCM == "" {
 		return nil

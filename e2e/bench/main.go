@@ -16,11 +16,15 @@ import (
 // table on stdout (and writes it with --write) and returns the exit code:
 // 0, 1 when a measurement failed, 2 for bad flags.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == fleetHostsCommand {
+		return fleetHostsMain(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("benchrun", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
 		cfg                      Config
 		sizes, workers, modes    string
+		fleetHosts               string
 		timeoutBase, timeoutPerN = fs.Duration("timeout", 0, "bound of every child process: this plus --timeout-per-resource × N (default 60s)"), fs.Duration("timeout-per-resource", 0, "added to --timeout per resource (default 20ms)")
 	)
 	fs.StringVar(&sizes, "sizes", "1,200,2000,20000", "numbers of file resources, comma-separated")
@@ -29,7 +33,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.LargeN, "large-n", 10000, "size from which --large-reps applies")
 	fs.StringVar(&cfg.CCM, "ccm", "", "path of a CCM binary: run every scenario for CCM too, pair by pair, and print manifold/CCM ratios")
 	fs.IntVar(&cfg.CCMMaxN, "ccm-max-n", 0, "skip CCM at sizes above this (0: no limit)")
-	fs.StringVar(&modes, "modes", "files,level,dist", "what to measure: files (file scenarios and the floor), level (one apply level), dist (distributed throughput and latency)")
+	fs.StringVar(&modes, "modes", "files,level,dist", "what to measure: files (file scenarios and the floor), level (one apply level), dist (distributed throughput and latency), fleet (each-worker runs over simulated hosts; never by default)")
+	fs.StringVar(&fleetHosts, "fleet-hosts", "1000", "fleet sizes (simulated hosts) of mode fleet, comma-separated")
+	fs.IntVar(&cfg.FleetResources, "fleet-resources", 20, "file resources of the fleet manifest (each host writes them under its own root)")
+	fs.IntVar(&cfg.FleetRuns, "fleet-runs", 3, "consecutive fleet runs per size (server RSS is printed after the first and the last)")
+	fs.IntVar(&cfg.FleetPerProcess, "fleet-per-process", 2500, "simulated hosts per host process")
+	fs.StringVar(&cfg.FleetRoot, "fleet-root", "", "directory of the simulated hosts' roots, host-NNNNN/ each (default: in the work directory)")
+	fs.IntVar(&cfg.FleetLiveRuns, "fleet-live-runs", 0, "the coordinator's --max-tree-live-runs for mode fleet (0: its default)")
+	fs.StringVar(&cfg.FleetProfile, "fleet-profile", "", "write CPU profiles of the server and the coordinator of each fleet size into this directory")
 	fs.StringVar(&workers, "workers", "1,2,4", "worker counts of the distributed throughput")
 	fs.IntVar(&cfg.DistN, "dist-n", 2000, "trivial tasks per distributed throughput run")
 	fs.IntVar(&cfg.ChainN, "chain-n", 200, "resources of the run in declaration order whose per-task latency is measured")
@@ -56,6 +67,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "benchrun: --workers: %v\n", err)
 		return 2
 	}
+	if cfg.FleetHosts, err = parseInts(fleetHosts); err != nil {
+		fmt.Fprintf(stderr, "benchrun: --fleet-hosts: %v\n", err)
+		return 2
+	}
 	for _, m := range strings.Split(modes, ",") {
 		cfg.Modes = append(cfg.Modes, Mode(strings.TrimSpace(m)))
 	}
@@ -69,6 +84,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.Root = filepath.Dir(gomod)
 	}
+	for _, p := range []*string{&cfg.FleetRoot, &cfg.FleetProfile} {
+		if *p != "" {
+			if *p, err = filepath.Abs(*p); err != nil {
+				fmt.Fprintf(stderr, "benchrun: %v\n", err)
+				return 2
+			}
+		}
+	}
 	if cfg.CCM != "" {
 		if cfg.CCM, err = filepath.Abs(cfg.CCM); err != nil {
 			fmt.Fprintf(stderr, "benchrun: --ccm: %v\n", err)
@@ -76,7 +99,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	cfg.Command = "go run ./e2e/bench/cmd/benchrun " + strings.Join(args, " ")
-	res, err := Run(ctx, cfg, stderr)
+	res, err := runWith(ctx, cfg, stdout, stderr)
 	if res == nil {
 		fmt.Fprintln(stderr, err)
 		if errors.Is(err, ErrConfig) {
@@ -131,6 +154,13 @@ func (r *Results) failed() bool {
 			return true
 		}
 		for _, row := range d.Rows {
+			if row.Err != nil {
+				return true
+			}
+		}
+	}
+	if f := r.Fleet; f != nil {
+		for _, row := range f.Rows {
 			if row.Err != nil {
 				return true
 			}

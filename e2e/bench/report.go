@@ -202,9 +202,84 @@ func (r *Results) Markdown(w io.Writer) {
 			p("\n")
 		}
 	}
+	if f := r.Fleet; f != nil {
+		r.fleetMarkdown(w, false)
+	}
 	for _, e := range r.Errors {
 		p("- %s\n", oneLine(fmt.Errorf("%s", e)))
 	}
+}
+
+// fleetHeading starts the fleet section of the results.
+const fleetHeading = "## Fleet"
+
+// fleetMarkdown writes the fleet section; standalone adds when, where and
+// how it was taken (a fleet-only run keeps the rest of the file).
+func (r *Results) fleetMarkdown(w io.Writer, standalone bool) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	f := r.Fleet
+	p("%s\n\n", fleetHeading)
+	if standalone {
+		m := r.Machine
+		p("Taken %s with commit `%s` on %d CPUs (%s), %s, load average at start %s, with\n\n```sh\n%s\n```\n\n",
+			r.Started.UTC().Format("2006-01-02 15:04 MST"), m.Commit, m.CPUs, m.CPUModel, m.MemTotal, m.LoadAvg, r.Config.Command)
+	}
+	live := "its default"
+	if f.LiveRuns > 0 {
+		live = fmt.Sprint(f.LiveRuns)
+	}
+	p("`manifold server` and one `manifold coordinator` (`--max-tree-live-runs` %s) as separate\n", live)
+	p("processes; N simulated hosts, %d per host process (`benchrun fleet-hosts`), each a\n", f.PerProcess)
+	p("`worker.Worker` with its own NATS connection, name `host-NNNNN`, facts (`node`, `role`,\n")
+	p("`index`), pool `fleet` and concurrency 1. A fleet run is `manifold run --each-worker --pool\n")
+	p("fleet --output json M` over a manifest of %d files whose content is rendered from the\n", f.Resources)
+	p("host's `node` fact; each host writes real files under its own root (its registry's file\n")
+	p("type takes every path under `host-NNNNN/`). %d consecutive runs per size: the first\n", f.Runs)
+	p("creates the files (checked on every host afterwards), the others find them converged.\n")
+	p("Wall: the `manifold run` client process (submit, wait, report), median of the runs; RSS:\n")
+	p("VmRSS after the run; coordinator CPU: user + system time over the run\n(`/proc/PID/stat`), median, per host.\n\n")
+	p("| hosts | host processes | hosts start | wall (first, median, last) | run time (median) | server RSS after first / last run | server peak RSS | coordinator RSS first / last | coordinator CPU per host | load after |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, row := range f.Rows {
+		if len(row.Walls) == 0 {
+			p("| %d | %d | %s | %s | | | | | | |\n", row.Hosts, row.Processes, fmtDur(row.Start), failure(row.Err))
+			continue
+		}
+		p("| %d | %d | %s | %s, %s, %s | %s | %s / %s | %s | %s / %s | %.2f ms | %s |\n", row.Hosts, row.Processes, fmtDur(row.Start),
+			fmtDur(row.Walls[0]), fmtDur(row.wall()), fmtDur(last(row.Walls)), fmtDur(median(row.RunTimes)),
+			fmtRSS(row.ServerRSSKiB[0]), fmtRSS(last(row.ServerRSSKiB)), fmtRSS(row.ServerPeakKiB),
+			fmtRSS(row.CoordRSSKiB[0]), fmtRSS(last(row.CoordRSSKiB)),
+			float64(row.coordCPUPerHost())/float64(time.Millisecond), row.Load)
+	}
+	p("\n")
+	for _, row := range f.Rows {
+		if len(row.Walls) > 0 {
+			p("    %s\n", row.Line(f.Resources))
+		}
+	}
+	p("\n")
+	for _, row := range f.Rows {
+		if row.Err != nil {
+			p("- %d hosts: %s\n", row.Hosts, oneLine(row.Err))
+		}
+	}
+	p("\n")
+}
+
+// spliceFleet returns doc with its fleet section (from fleetHeading to the
+// next "## " heading or the end) replaced by section, or section appended
+// when doc has none.
+func spliceFleet(doc, section string) string {
+	i := strings.Index(doc, "\n"+fleetHeading+"\n")
+	if i < 0 {
+		return strings.TrimRight(doc, "\n") + "\n\n" + section
+	}
+	rest := doc[i+1+len(fleetHeading):]
+	end := strings.Index(rest, "\n## ")
+	if end < 0 {
+		return doc[:i+1] + section
+	}
+	return doc[:i+1] + section + rest[end+1:]
 }
 
 // fmtSigned formats a difference, which may be negative (noise).
@@ -227,9 +302,21 @@ func oneLine(err error) string {
 	return s
 }
 
-// WriteFile writes the Markdown to path.
+// WriteFile writes the Markdown to path. The results of a fleet-only run
+// replace the fleet section of the file and keep the rest.
 func (r *Results) WriteFile(path string) error {
 	var b strings.Builder
+	if r.Fleet != nil && r.Files == nil && r.Level == nil && r.Dist == nil {
+		old, err := os.ReadFile(path)
+		if err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("bench: %w", err)
+		}
+		r.fleetMarkdown(&b, true)
+		if err := os.WriteFile(path, []byte(spliceFleet(string(old), b.String())), 0o644); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		return nil
+	}
 	r.Markdown(&b)
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("bench: %w", err)

@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manifold-run/manifold/schemas"
+)
+
+func TestFleetManifestParses(t *testing.T) {
+	t.Parallel()
+	m, err := schemas.Parse("fleet.yaml", []byte(fleetYAML(3)))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, fleetYAML(3))
+	}
+	if len(m.Resources) != 3 || m.Resources[2].Name != "/manifold-fleet/f002.conf" || m.Resources[2].Type != "file" {
+		t.Fatalf("resources %+v", m.Resources)
+	}
+}
+
+func TestSpliceFleet(t *testing.T) {
+	t.Parallel()
+	const sec = "## Fleet\n\nnew\n"
+	for _, tc := range []struct{ name, in, want string }{
+		{"empty file", "", "\n\n" + sec},
+		{"no fleet section", "# R\n\n## Files\n\nx\n", "# R\n\n## Files\n\nx\n\n" + sec},
+		{"last section", "# R\n\n## Fleet\n\nold\nold\n", "# R\n\n" + sec},
+		{"middle section", "# R\n\n## Fleet\n\nold\n\n## Fleet analysis\n\nkept\n", "# R\n\n" + sec + "## Fleet analysis\n\nkept\n"},
+	} {
+		if got := spliceFleet(tc.in, sec); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestProcFigures(t *testing.T) {
+	t.Parallel()
+	pid := os.Getpid()
+	if rss := procStatus(pid, "VmRSS"); rss <= 0 {
+		t.Errorf("VmRSS of the test: %d KiB", rss)
+	}
+	// Burn some CPU so the figure moves past a clock tick.
+	before, deadline := procCPU(pid), time.Now().Add(5*time.Second)
+	for procCPU(pid) <= before && time.Now().Before(deadline) {
+		for i := range 1_000_000 {
+			_ = i * i
+		}
+	}
+	if after := procCPU(pid); after <= before {
+		t.Errorf("CPU time did not grow: %s then %s", before, after)
+	}
+	if procCPU(-1) != 0 || procStatus(-1, "VmRSS") != 0 {
+		t.Error("figures of a missing process must be 0")
+	}
+}
+
+// TestFleet runs mode fleet at 20 hosts × 3 resources (two runs) through
+// the command line: a real server, coordinator and host process. It checks
+// the printed lines' shape and every host's files.
+func TestFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs manifold")
+	}
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The hosts run as nobody when the test is root: their root must be
+	// reachable (t.TempDir's parent is not).
+	root, err := os.MkdirTemp("", "bench-fleet-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id, err := currentIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(root, id.uid, id.gid); err != nil {
+		t.Fatal(err)
+	}
+	const hosts, files = 20, 3
+	var stdout, stderr strings.Builder
+	code := Main(t.Context(), []string{"--root", filepath.Dir(strings.TrimSpace(string(out))), "--modes", "fleet",
+		"--fleet-hosts", "20", "--fleet-resources", "3", "--fleet-runs", "2", "--fleet-per-process", "8", "--fleet-root", root}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	line := regexp.MustCompile(`(?m)^fleet hosts=20 resources=3 wall=(\d+\.\d\d)s server_rss_mb=(\d+) coordinator_cpu_ms_per_host=(\d+\.\d+)$`)
+	m := line.FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("no fleet line in\n%s", stdout.String())
+	}
+	if m[1] == "0.00" || m[2] == "0" {
+		t.Errorf("wall %ss, server RSS %s MiB: want figures", m[1], m[2])
+	}
+	mem := regexp.MustCompile(`(?m)^fleet hosts=20 runs=2 server_rss_mb_first=[1-9]\d* server_rss_mb_last=[1-9]\d* coordinator_rss_mb_first=[1-9]\d* coordinator_rss_mb_last=[1-9]\d*$`)
+	if !mem.MatchString(stdout.String()) {
+		t.Errorf("no memory line in\n%s", stdout.String())
+	}
+	for _, want := range []string{"## Fleet", "| 20 | 3 |"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	for i := 1; i <= hosts; i++ {
+		for j := range files {
+			p := filepath.Join(root, hostName(i), fleetFile(j))
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := hostName(i) + " file " + string(rune('0'+j)) + "\n"; string(b) != want {
+				t.Errorf("%s holds %q, want %q", p, b, want)
+			}
+		}
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != hosts {
+		t.Errorf("%d host roots, want %d", len(entries), hosts)
+	}
+}

@@ -1,0 +1,170 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/file"
+	"github.com/manifold-run/manifold/worker"
+)
+
+// fleetHostsCommand is the hidden command of the harness's binary that
+// holds simulated hosts: `benchrun fleet-hosts --server URL --first K --n
+// M --root DIR --cache-dir DIR`.
+const fleetHostsCommand = "fleet-hosts"
+
+// fleetReadyLine is what a host process prints on stdout once its n hosts
+// are registered.
+func fleetReadyLine(n int) string { return fmt.Sprintf("ready %d", n) }
+
+// hostConfig is the command line of a host process.
+type hostConfig struct {
+	server, creds, root, cacheDir, pool, cpuProfile string
+	first, n                                        int
+}
+
+// fleetHostsMain runs a host process: n simulated hosts, host-<first> to
+// host-<first+n-1>, each a worker.Worker with its own NATS connection,
+// name, facts (node, role, index), pool and root directory, concurrency 1.
+// It prints fleetReadyLine once every host is registered, and stops them
+// (draining, deregistering) when ctx ends.
+func fleetHostsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("benchrun "+fleetHostsCommand, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var hc hostConfig
+	fs.StringVar(&hc.server, "server", "", "NATS URL of the manifold server")
+	fs.StringVar(&hc.creds, "creds", "", "credentials file of the hosts' connections (default: none)")
+	fs.IntVar(&hc.first, "first", 1, "number of the first host")
+	fs.IntVar(&hc.n, "n", 1, "number of hosts")
+	fs.StringVar(&hc.root, "root", "", "directory of the hosts' roots (host-NNNNN/ each)")
+	fs.StringVar(&hc.cacheDir, "cache-dir", "", "directory of the hosts' bundle caches (host-NNNNN/ each)")
+	fs.StringVar(&hc.pool, "pool", fleetPool, "pool every host takes")
+	fs.StringVar(&hc.cpuProfile, "cpu-profile", "", "write a CPU profile of this process")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if hc.server == "" || hc.root == "" || hc.cacheDir == "" || hc.n < 1 || hc.first < 1 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "benchrun fleet-hosts: --server, --root and --cache-dir are required, --n and --first at least 1, no arguments")
+		return 2
+	}
+	if hc.cpuProfile != "" {
+		if f, err := os.Create(hc.cpuProfile); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer f.Close()
+			defer pprof.StopCPUProfile()
+		}
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	hosts, err := startHosts(ctx, hc, log)
+	defer stopHosts(hosts)
+	if err != nil {
+		fmt.Fprintf(stderr, "benchrun fleet-hosts: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, fleetReadyLine(len(hosts)))
+	<-ctx.Done()
+	return 0
+}
+
+// simHost is one simulated host.
+type simHost struct {
+	nc *nats.Conn
+	w  *worker.Worker
+}
+
+// startHosts starts the hosts of hc, a few at a time; on error it returns
+// those started.
+func startHosts(ctx context.Context, hc hostConfig, log *slog.Logger) ([]*simHost, error) {
+	hosts := make([]*simHost, hc.n)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i := range hc.n {
+		g.Go(func() error {
+			h, err := startHost(gctx, hc, hc.first+i, log)
+			hosts[i] = h
+			return err
+		})
+	}
+	err := g.Wait()
+	started := hosts[:0]
+	for _, h := range hosts {
+		if h != nil {
+			started = append(started, h)
+		}
+	}
+	return started, err
+}
+
+// startHost starts simulated host number i: its root and cache
+// directories, its connection, its worker.
+func startHost(ctx context.Context, hc hostConfig, i int, log *slog.Logger) (*simHost, error) {
+	name := hostName(i)
+	root := filepath.Join(hc.root, name)
+	if err := os.MkdirAll(filepath.Join(root, fleetDir), 0o755); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	nc, err := bus.Connect(bus.ConnectConfig{URL: hc.server, Name: name, Creds: hc.creds})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	b, err := bus.Attach(ctx, nc, bus.Config{})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	w, err := worker.New(worker.Config{Bus: b, Registry: hostRegistry(root), Name: name, Pools: []string{hc.pool},
+		Concurrency: 1, Logger: log, Version: "bench", CacheDir: filepath.Join(hc.cacheDir, name),
+		Facts: map[string]any{"node": name, "role": "fleet", "index": i}})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &simHost{nc: nc, w: w}, nil
+}
+
+// stopHosts drains and deregisters the hosts, a few at a time, and closes
+// their connections.
+func stopHosts(hosts []*simHost) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for _, h := range hosts {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			h.w.Stop()
+			h.nc.Close()
+		})
+	}
+	wg.Wait()
+}
+
+// hostRegistry is a simulated host's registry: the file type alone, every
+// path taken under root, as if root were the host's /. The files are
+// real; only their place differs from a real host's.
+func hostRegistry(root string) *resources.Registry {
+	r := resources.NewRegistry()
+	r.Register(file.Type, func(spec resources.Spec) (resources.Resource, error) {
+		if !filepath.IsAbs(spec.Name) {
+			return nil, errors.New("a simulated host's file needs an absolute path")
+		}
+		spec.Name = filepath.Join(root, spec.Name)
+		return file.New(spec)
+	}, resources.WithProperties(file.Properties{}))
+	return r
+}
