@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 )
 
@@ -64,7 +65,17 @@ func commands() []command {
 
 // Run executes the command line args (without the program name) and
 // returns the process exit code.
-func Run(ctx context.Context, st IO, args []string) int {
+//
+// A panic of the command's goroutine (a bug) is reported with its stack
+// and exits ExitUnavailable, never ExitInvalid: 2 means an invalid
+// manifest, and Go's own exit status of a crash is 2 too.
+func Run(ctx context.Context, st IO, args []string) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(st.Stderr, "manifold: internal error (a bug; please report it): %v\n%s", r, debug.Stack())
+			code = ExitUnavailable
+		}
+	}()
 	if st.Getenv == nil {
 		st.Getenv = os.Getenv
 	}

@@ -171,6 +171,9 @@ func (c *compileFlags) warnTo(st IO, cmd string) {
 // (compile.Build), printing every problem; false means exit 2.
 func compileTree(st IO, cmd, path string, data, facts map[string]any) (*compile.Tree, bool) {
 	t, err := compile.Build(path, compile.Opts{Run: data, Facts: facts})
+	if errors.Is(err, compile.ErrInternal) {
+		panic(err) // a bug, not an invalid manifest: Run exits 3
+	}
 	if err != nil {
 		var errs schemas.Errors
 		if errors.As(err, &errs) {

@@ -120,6 +120,11 @@ func checkProperties(m *schemas.Manifest, scope template.Scope) schemas.Errors {
 // resource runs: anything but a missing data key (data is the same
 // everywhere; facts, environment and files are the worker's).
 func needsWorker(err error) bool {
+	// A bound exceeded over the data (a recursion that does not end) is
+	// the manifest's fault wherever it runs.
+	if errors.Is(err, template.ErrLimit) || strings.Contains(err.Error(), template.ErrLimit.Error()) {
+		return false
+	}
 	var missing *template.MissingKeyError
 	if errors.As(err, &missing) {
 		return !strings.HasPrefix(strings.ToLower(missing.Path), "data.")
