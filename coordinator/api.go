@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/internal/bundle"
 	"github.com/manifold-run/manifold/schemas"
 )
 
@@ -142,10 +143,11 @@ func (a *api) checkManifest(ctx context.Context, rr bus.RunRequest) (int, error)
 	name := cmp.Or(rr.ManifestName, "manifest.yaml")
 	src := []byte(rr.ManifestYAML)
 	var files func(string) ([]byte, error)
+	var b *bundle.Bundle
 	switch {
 	case rr.Bundle != "":
-		b, err := a.c.bundle(ctx, rr.Bundle)
-		if err != nil {
+		var err error
+		if b, err = a.c.bundle(ctx, rr.Bundle); err != nil {
 			return 0, err
 		}
 		entry := cmp.Or(rr.Entry, "manifest.yaml")
@@ -163,7 +165,11 @@ func (a *api) checkManifest(ctx context.Context, rr bus.RunRequest) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := PrepareWith(m, PrepareOpts{Overrides: rr.Data, Facts: rr.Facts, Source: src, Files: files}); err != nil {
+	data, err := runData(rr, b)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := PrepareWith(m, PrepareOpts{Overrides: data, Facts: rr.Facts, Source: src, Files: files}); err != nil {
 		return 0, err
 	}
 	return len(m.Resources), nil

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/internal/bundle"
 	"github.com/manifold-run/manifold/schemas"
 )
 
@@ -514,10 +515,11 @@ func loadPlan(ctx context.Context, rec *record, session map[string]sessionRef, o
 	var src []byte
 	var files func(string) ([]byte, error)
 	name := rec.Manifest
+	var b *bundle.Bundle
 	switch {
 	case req.Bundle != "":
-		b, err := open(ctx, req.Bundle)
-		if err != nil {
+		var err error
+		if b, err = open(ctx, req.Bundle); err != nil {
 			return nil, err
 		}
 		entry := rec.entry()
@@ -548,7 +550,11 @@ func loadPlan(ctx context.Context, rec *record, session map[string]sessionRef, o
 			return nil, err
 		}
 	}
-	return PrepareWith(m, PrepareOpts{ApplyData: rec.ApplyData, Overrides: req.Data, Facts: req.Facts, Source: src, External: func(ref string) bool {
+	data, err := runData(req, b)
+	if err != nil {
+		return nil, err
+	}
+	return PrepareWith(m, PrepareOpts{ApplyData: rec.ApplyData, Overrides: data, Facts: req.Facts, Source: src, External: func(ref string) bool {
 		_, ok := session[ref]
 		return ok
 	}, Files: files})

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 
@@ -9,12 +10,38 @@ import (
 	"github.com/manifold-run/manifold/internal/compile"
 )
 
+// maxInlineData is the largest run data (JSON) the run request carries
+// itself; larger data travels in the bundle (RunRequest.DataFile), so data
+// files up to MaxDataFileBytes never meet the server's maximum payload
+// (1 MiB by default).
+const maxInlineData = 64 << 10
+
+// runDataFile is where the bundle holds run data too large for the
+// request.
+const runDataFile = ".manifold/run-data.json"
+
 // uploadBundle stores the bundle of a compiled manifest tree (the entry
 // manifest, its child manifests and the files they reference) in the
-// object store and fills req's Bundle, Entry and ManifestName. With local
+// object store and fills req's Bundle, Entry and ManifestName. Run data
+// over maxInlineData goes into the bundle (req.DataFile). With local
 // set, WorkDir is the bundle root on this host (embedded mode: workers
 // share the filesystem).
 func uploadBundle(ctx context.Context, b *bus.Bus, req *bus.RunRequest, path string, t *compile.Tree, local bool) error {
+	if len(req.Data) > 0 {
+		data, err := json.Marshal(req.Data)
+		if err != nil {
+			return fmt.Errorf("run data: %w", err)
+		}
+		if len(data) > maxInlineData {
+			if _, err := t.Bundle.Read(runDataFile); err == nil {
+				return fmt.Errorf("bundle %s: %s is reserved for the run's data", path, runDataFile)
+			}
+			if err := t.Bundle.Add(runDataFile, data); err != nil {
+				return fmt.Errorf("bundle %s: run data: %w", path, err)
+			}
+			req.Data, req.DataFile = nil, runDataFile
+		}
+	}
 	archive, err := t.Bundle.Archive()
 	if err != nil {
 		return fmt.Errorf("bundle %s: %w", path, err)
