@@ -71,6 +71,14 @@ type RunRequest struct {
 	// TaskTimeout bounds each task without a timeout of its own, in
 	// milliseconds; zero means the coordinator's default.
 	TaskTimeoutMS int64 `json:"task_timeout_ms,omitempty"`
+	// Trigger says why a convergence run runs: start, assign, change,
+	// interval, drift or health (apply --watch, assignments). Empty for a
+	// run someone asked for.
+	Trigger string `json:"trigger,omitempty"`
+	// Assignment and AssignmentVersion name the assignment a convergence
+	// run keeps converged.
+	Assignment        string `json:"assignment,omitempty"`
+	AssignmentVersion uint64 `json:"assignment_version,omitempty"`
 }
 
 // DefaultPool is the pool of tasks that name none.

@@ -30,6 +30,16 @@ server with JetStream, a coordinator and a worker, all talking through
 JetStream. Nothing listens on the network and the store is a private
 temporary directory, so any number of applies can run at once.
 
+With --watch it converges, then stays running and keeps the host
+converged: a change to a managed file, directory, document, account
+database or package database starts a repair run of that resource (and
+the ones it refreshes), everything is re-checked every --interval, and
+health checks run every --health-interval (a CRITICAL one starts a full
+remediation run). It prints a line per repaired resource with what
+triggered it (--output json: one report per run, one per line). With
+--noop it only reports drift. SIGINT or SIGTERM finishes the run in
+progress and exits 0.
+
 Exit codes: 0 no resource failed, 1 resources failed, 2 invalid manifest or
 flags, 3 could not run (bus error, timeout, interrupted).`
 
@@ -44,6 +54,7 @@ type applyOpts struct {
 	logLevel              choice
 	otlpEndpoint          string
 	jaegerURL             string
+	watch                 watchOpts
 }
 
 func runApply(ctx context.Context, st IO, args []string) int {
@@ -62,11 +73,22 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	fs.Var(&o.logLevel, "log-level", "log level on stderr: debug, info, warn or error")
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export traces to this OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
 	jaegerURLFlag(fs, st, &o.jaegerURL)
+	fs.BoolVar(&o.watch.enabled, "watch", false, "after converging, keep running: repair drift as events show it, re-check everything every --interval (embedded engine; a fleet uses 'manifold assign')")
+	fs.DurationVar(&o.watch.interval, "interval", 30*time.Minute, "with --watch: full check period (less up to 10% jitter)")
+	fs.DurationVar(&o.watch.healthInterval, "health-interval", 0, "with --watch: run the health checks this often and remediate on CRITICAL (0: never)")
 	var conn connFlags // --server or --context: submit to a server, as `run --follow`
 	conn.register(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return flagExit(err)
+	}
+	if o.watch.enabled && conn.explicit() {
+		fmt.Fprintln(st.Stderr, "manifold apply: --watch keeps this host converged with the embedded engine; to keep a fleet converged through a server use 'manifold assign'")
+		return ExitInvalid
+	}
+	if o.watch.enabled && (o.watch.interval < time.Second || o.watch.healthInterval < 0) {
+		fmt.Fprintln(st.Stderr, "manifold apply: --interval must be at least 1s and --health-interval not negative")
+		return ExitInvalid
 	}
 	if len(pos) != 1 {
 		fmt.Fprintln(st.Stderr, "manifold apply: want exactly one MANIFEST argument")
@@ -97,7 +119,13 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	if !conn.explicit() {
 		// The engine starts while facts are gathered and the manifest
 		// compiled; it is closed unless the run goes ahead.
-		starting = startEmbeddedAsync(ctx, eopts)
+		// With --watch the engine outlives the signal that stops the
+		// watch: the repair in progress finishes first.
+		engineCtx := ctx
+		if o.watch.enabled {
+			engineCtx = context.WithoutCancel(ctx)
+		}
+		starting = startEmbeddedAsync(engineCtx, eopts)
 		defer func() {
 			if starting != nil {
 				starting.abandon()
@@ -108,6 +136,9 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	// Embedded, the worker is this host: the hierarchy is resolved over
 	// its facts. Remote, over --fact only (the host of a task is not
 	// known before it runs).
+	if conn.explicit() {
+		o.compile.kvFrom(st, &conn) // --hiera kv://
+	}
 	data, facts, ok := o.compile.inputs(ctx, st, "apply", !conn.explicit())
 	if !ok {
 		return ExitInvalid
@@ -138,10 +169,17 @@ func runApply(ctx context.Context, st IO, args []string) int {
 			req: bus.RunRequest{Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth, MaxTreeRuns: explicitInt(fs, "max-tree-runs", o.maxTreeRuns)}})
 	}
 	defer exitOnSecondSignal(st, "apply")()
-	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("run did not finish within --timeout %s", o.timeout))
-	defer cancel()
+	if !o.watch.enabled { // with --watch, --timeout bounds each run
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("run did not finish within --timeout %s", o.timeout))
+		defer cancel()
+	}
 	eopts.Facts = facts
-	eng, err := starting.wait(ctx, eopts)
+	engineCtx := ctx
+	if o.watch.enabled {
+		engineCtx = context.WithoutCancel(ctx)
+	}
+	eng, err := starting.wait(engineCtx, eopts)
 	starting = nil
 	if err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
@@ -155,6 +193,10 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	if err := uploadBundle(ctx, eng.bus, &req, path, tree, true); err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitInvalid
+	}
+	if o.watch.enabled {
+		return runWatch(ctx, &watchRun{st: st, eng: eng, tree: tree, req: req, output: o.output.value, runTimeout: o.timeout,
+			facts: facts, jaegerURL: o.jaegerURL, logger: logger}, o.watch)
 	}
 	// The coordinator runs the plan compiled above: same bundle, data
 	// and facts, compiled once.

@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// waitOutput waits until the process has printed want on stdout, failing
+// after timeout (or when the process exits first).
+func waitOutput(t *testing.T, p *process, want string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		out := p.Stdout()
+		if strings.Contains(out, want) {
+			return out
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("manifold exited before printing %q:\n%s\n--- stderr:\n%s", want, out, p.Stderr())
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q not printed within %s:\n%s\n--- stderr:\n%s", want, timeout, out, p.Stderr())
+		}
+	}
+}
+
+func TestApplyWatchRepairsDrift(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	target := filepath.Join(dir, "etc", "app.conf")
+	reloads := filepath.Join(dir, "reloads")
+	manifest := writeFile(t, dir, "site.yaml", fmt.Sprintf(`
+resources:
+  - file:
+      - %[1]s:
+          ensure: directory
+          mode: "0755"
+      - %[2]s:
+          content: "port=80\n"
+          mode: "0644"
+  - exec:
+      - reload:
+          command: "/bin/sh -c 'echo reload >> %[3]s'"
+          refreshonly: true
+          subscribe: [file#%[2]s]
+`, filepath.Dir(target), target, reloads))
+	p := start(t, runOpts{dir: dir}, "apply", "--watch", "--interval", "1h", manifest)
+	waitOutput(t, p, "watching:", 60*time.Second)
+	if got := readFile(t, target); got != "port=80\n" {
+		t.Fatalf("after the start run: %q", got)
+	}
+	if n := lineCount(t, reloads); n != 1 {
+		t.Fatalf("%d reloads after the start run, want 1", n)
+	}
+
+	// A hand edit is repaired, and the subscriber refreshed.
+	if err := os.WriteFile(target, []byte("port=9999\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The line says what triggered the repair; the subscriber's says
+	// it was refreshed.
+	waitOutput(t, p, "changed      file#"+target+": updated content [drift: ", 20*time.Second)
+	waitOutput(t, p, "[refresh]", 20*time.Second)
+	if got := readFile(t, target); got != "port=80\n" {
+		t.Fatalf("after the repair: %q", got)
+	}
+	if n := lineCount(t, reloads); n != 2 {
+		t.Fatalf("%d reloads after the repair, want 2", n)
+	}
+
+	// A removal and a chmod are repaired too.
+	before := strings.Count(p.Stdout(), "changed      file#"+target)
+	if err := os.Remove(target); err != nil {
+		t.Fatal(err)
+	}
+	waitRepairs(t, p, "changed      file#"+target, before+1)
+	if got := readFile(t, target); got != "port=80\n" {
+		t.Fatalf("after the removal: %q", got)
+	}
+	before = strings.Count(p.Stdout(), "changed      file#"+target)
+	if err := os.Chmod(target, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitRepairs(t, p, "changed      file#"+target, before+1)
+	if fi, err := os.Stat(target); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("mode after the chmod repair: %v %v", fi.Mode(), err)
+	}
+
+	// SIGTERM: the watch ends, exit 0, within seconds.
+	if err := p.stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0\n%s", code, p.Stderr())
+	}
+	if !strings.Contains(p.Stdout(), "watch stopped") {
+		t.Fatalf("no 'watch stopped':\n%s", p.Stdout())
+	}
+}
+
+// waitRepairs waits until line has been printed n times.
+func waitRepairs(t *testing.T, p *process, line string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(p.Stdout(), line) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q printed %d times within 20s, want %d:\n%s", line, strings.Count(p.Stdout(), line), n, p.Stdout())
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("manifold exited:\n%s\n%s", p.Stdout(), p.Stderr())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func TestApplyWatchNoopDetectsDriftOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	target := filepath.Join(dir, "motd")
+	if err := os.WriteFile(target, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	manifest := writeFile(t, dir, "site.yaml", fmt.Sprintf(`
+resources:
+  - file:
+      - %s:
+          content: "hello\n"
+          mode: "0644"
+`, target))
+	p := start(t, runOpts{dir: dir}, "apply", "--watch", "--noop", manifest)
+	waitOutput(t, p, "watching: reporting drift (noop", 60*time.Second)
+	if err := os.WriteFile(target, []byte("tampered\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, p, "would change file#"+target+": would update content [drift: write "+target+"]", 20*time.Second)
+	if got := readFile(t, target); got != "tampered\n" {
+		t.Fatalf("noop --watch repaired the file: %q", got)
+	}
+	if err := p.stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+}
