@@ -50,7 +50,7 @@ func TestJetNestingAtTheLimit(t *testing.T) {
 func TestJetOutputIsBoundedWhileWriting(t *testing.T) {
 	t.Parallel()
 	// 2^40 bytes if nothing stopped it.
-	in := "{{ jet('[[ block r(n=0) ]][[ if n > 0 ]][[ yield r(n=n-1) ]][[ yield r(n=n-1) ]][[ else ]]xxxxxxxxxxxxxxxx[[ end ]][[ end ]][[ yield r(n=40) ]]') }}"
+	in := "{{ jet('[[ block r(n=0) ]][[ if n > 0 ]][[ yield r(n=n-1) ]][[ yield r(n=n-1) ]][[ else ]]" + strings.Repeat("x", 1024) + "[[ end ]][[ end ]][[ yield r(n=40) ]]') }}"
 	start := time.Now()
 	_, err := Render(in, Scope{})
 	require.ErrorIs(t, err, ErrLimit)
