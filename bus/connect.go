@@ -26,7 +26,16 @@ type ConnectConfig struct {
 	TLSCA, TLSCert, TLSKey string
 	// Timeout bounds the initial connection. Defaults to 5s.
 	Timeout time.Duration
+	// InboxPrefix replaces "_INBOX" in the connection's reply subjects
+	// (WorkerInboxPrefix for workers). Empty keeps NATS's default.
+	InboxPrefix string
 }
+
+// WorkerInboxPrefix is the inbox prefix of worker connections. A worker's
+// NATS user may subscribe only to replies under it, so a worker never
+// sees the replies of coordinators and clients on "_INBOX.>" (run headers
+// holding run secrets among them).
+const WorkerInboxPrefix = "_INBOX_worker"
 
 // Connect connects to a NATS server and keeps reconnecting forever once
 // connected.
@@ -65,6 +74,9 @@ func Connect(cfg ConnectConfig) (*nats.Conn, error) {
 			return nil, errors.New("bus: TLS needs both a certificate and a key")
 		}
 		opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
+	}
+	if cfg.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {

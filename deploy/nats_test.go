@@ -90,7 +90,11 @@ func TestNATSConfigs(t *testing.T) {
 			require.Contains(t, users, role, "%s: user %s", path, role)
 			p := permissions(t, users[role])
 			require.NotEmpty(t, p["publish.allow"], "%s: %s may publish nothing", path, role)
-			require.Contains(t, p["subscribe.allow"], "_INBOX.>", "%s: %s gets no replies", path, role)
+			inbox := "_INBOX.>"
+			if role == "worker" {
+				inbox = bus.WorkerInboxPrefix + ".>"
+			}
+			require.Contains(t, p["subscribe.allow"], inbox, "%s: %s gets no replies", path, role)
 		}
 		if filepath.Base(path) == "cluster.conf" {
 			require.Equal(t, "nats-1", opts.ServerName)
@@ -109,8 +113,9 @@ func TestPermissionNames(t *testing.T) {
 	require.NoError(t, err)
 	streams := []string{bus.StreamRuns, bus.StreamTasks, bus.StreamHistory, bus.StreamEvents,
 		"KV_" + bus.BucketRuns, "KV_" + bus.BucketWorkers, "KV_" + bus.BucketResults, "OBJ_" + bus.BucketBundles,
-		"OBJ_" + bus.BucketReports, "OBJ_" + bus.BucketTasks}
-	buckets := []string{bus.BucketRuns, bus.BucketWorkers, bus.BucketResults, bus.BucketBundles, bus.BucketReports, bus.BucketTasks}
+		"OBJ_" + bus.BucketReports, "OBJ_" + bus.BucketTasks, "KV_" + bus.BucketCancels}
+	buckets := []string{bus.BucketRuns, bus.BucketWorkers, bus.BucketResults, bus.BucketBundles, bus.BucketReports, bus.BucketTasks,
+		bus.BucketCancels}
 	manifoldSubjects := []string{bus.SubjectRunSubmit, bus.SubjectAPIPrefix + ".>", bus.SubjectTasksAll,
 		bus.SubjectOutcomesAll, bus.SubjectEventsAll, bus.SubjectControlPrefix + ".*.cancel", bus.SubjectPrefix + ".>"}
 	// $JS.API.<...>.<STREAM>[.rest], $JS.ACK.[<domain>.<hash>.]<STREAM>.>, $JS.FC.<STREAM>.>

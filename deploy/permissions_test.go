@@ -229,7 +229,8 @@ func TestRolePermissions(t *testing.T) {
 	}
 	// Subscriptions are limited too: a client cannot read tasks or
 	// cancellations directly.
-	for _, s := range []struct{ role, subject string }{{"client", "manifold.tasks.>"}, {"worker", "manifold.api.>"}} {
+	for _, s := range []struct{ role, subject string }{{"client", "manifold.tasks.>"}, {"worker", "manifold.api.>"},
+		{"worker", "_INBOX.>"}} { // a worker cannot read coordinators' and clients' replies
 		nc := conns[s.role]
 		_, err := nc.SubscribeSync(s.subject)
 		require.NoError(t, err)

@@ -24,7 +24,11 @@ func (c *distCluster) roleConnect(t *testing.T, role string) *nats.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(c.url, nkey, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	opts := []nats.Option{nkey, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})}
+	if role == "worker" {
+		opts = append(opts, nats.CustomInboxPrefix(bus.WorkerInboxPrefix)) // the only replies a worker may read
+	}
+	nc, err := nats.Connect(c.url, opts...)
 	if err != nil {
 		t.Fatalf("connect as %s: %v", role, err)
 	}

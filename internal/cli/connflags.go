@@ -119,6 +119,10 @@ func (c *connFlags) config(getenv func(string) string, name string) (bus.Connect
 		TLSCert:  cmp.Or(c.tlsCert, nctx.Cert),
 		TLSKey:   cmp.Or(c.tlsKey, nctx.Key),
 	}
+	if c.role == roleWorker {
+		// The worker role may subscribe to its own inbox prefix only.
+		cfg.InboxPrefix = bus.WorkerInboxPrefix
+	}
 	if cfg.Creds == "" && cfg.NKey == "" && cfg.User == "" {
 		nkey, err := c.defaultNKey(getenv, os.Geteuid())
 		if err != nil {
