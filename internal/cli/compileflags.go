@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 
 	"gopkg.in/yaml.v3"
@@ -58,8 +60,12 @@ func (f *factsDirFlag) dir() string {
 type compileFlags struct {
 	data      dataFlags
 	dataFiles stringList
-	facts     stringList
-	factsDir  factsDirFlag
+	// hiera are --hiera sources: hiera documents resolved over the facts.
+	hiera    stringList
+	facts    stringList
+	factsDir factsDirFlag
+	// hieraKV reads kv:// hiera sources; nil without a connection.
+	hieraKV func(ctx context.Context, bucket, key string) ([]byte, bool, error)
 	// warn receives what gathering facts skipped (a FIFO in facts.d, an
 	// unreadable default --facts-dir). Nil ignores it.
 	warn func(error)
@@ -75,7 +81,7 @@ func (c *compileFlags) register(fs *flag.FlagSet, dataUsage string) {
 	c.data = dataFlags{}
 	fs.Var(c.data, "data", dataUsage)
 	fs.Var(&c.dataFiles, "data-file", "run data from a YAML or JSON file (a map), repeatable; merged before --data, both over the manifest's data")
-	fs.Var(&c.dataFiles, "hiera", "alias of --data-file")
+	fs.Var(&c.hiera, "hiera", "a hiera document (data, hierarchy, overrides, as CCM): a path, kv://BUCKET/KEY (needs --server or --context) or https://URL; resolved over the facts the manifest's hierarchy sees and merged over the manifest's data, before --data-file and --data; repeatable")
 	c.registerFacts(fs)
 }
 
@@ -155,11 +161,77 @@ func (c *compileFlags) inputs(ctx context.Context, st IO, cmd string, system boo
 	if err == nil {
 		var f map[string]any
 		if f, err = c.gatherFacts(ctx, system); err == nil {
-			return data, f, true
+			if data, err = c.withHiera(ctx, data, f, system); err == nil {
+				return data, f, true
+			}
 		}
 	}
 	fmt.Fprintf(st.Stderr, "manifold %s: %v\n", cmd, err)
 	return nil, nil, false
+}
+
+// hieraHTTPClient fetches https:// hiera sources; nil: a default client
+// (tests give their server's).
+var hieraHTTPClient *http.Client
+
+// withHiera resolves each --hiera document and merges the results, in
+// order, under data (--data-file and --data win). The hierarchy sees the
+// facts the manifest's does: this host's (system set), else --fact only
+// (a remote run).
+func (c *compileFlags) withHiera(ctx context.Context, data, hostFacts map[string]any, system bool) (map[string]any, error) {
+	if len(c.hiera) == 0 {
+		return data, nil
+	}
+	f := hostFacts
+	if !system {
+		var err error
+		if f, err = c.runFacts(); err != nil {
+			return nil, err
+		}
+	}
+	var out map[string]any
+	for _, src := range c.hiera {
+		raw, err := hiera.FetchSource(ctx, src, hiera.SourceOpts{HTTPClient: hieraHTTPClient, KV: c.hieraKV})
+		if err != nil {
+			return nil, fmt.Errorf("--hiera: %w", err)
+		}
+		doc, err := hiera.ParseDocument(redacted(src), raw)
+		if err != nil {
+			return nil, fmt.Errorf("--hiera: %w", err)
+		}
+		resolved, err := doc.Resolve(f)
+		if err != nil {
+			return nil, fmt.Errorf("--hiera %s: %w", redacted(src), err)
+		}
+		out = compile.MergeData(out, resolved)
+	}
+	return compile.MergeData(out, data), nil
+}
+
+// redacted is a source without its password.
+func redacted(src string) string {
+	if u, err := url.Parse(src); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return src
+}
+
+// kvFrom makes --hiera kv:// sources read the buckets of the bus conn
+// connects to.
+func (c *compileFlags) kvFrom(st IO, conn *connFlags) {
+	c.hieraKV = func(ctx context.Context, bucket, key string) ([]byte, bool, error) {
+		b, err := conn.attach(ctx, st, "manifold-hiera")
+		if err != nil {
+			return nil, false, err
+		}
+		defer b.Conn().Close()
+		kv, err := b.DocumentKV(ctx, bucket)
+		if err != nil {
+			return nil, false, err
+		}
+		v, _, found, err := kv.Get(ctx, key)
+		return v, found, err
+	}
 }
 
 // warnTo prints what gathering facts skips as warnings of cmd on stderr.

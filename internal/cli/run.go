@@ -91,6 +91,7 @@ func runRun(ctx context.Context, st IO, args []string) int {
 		return ExitInvalid
 	}
 	rr.path, rr.output = pos[0], output.value
+	cf.kvFrom(st, &conn) // --hiera kv://
 	data, facts, ok := cf.inputs(ctx, st, "run", false)
 	if !ok {
 		return ExitInvalid

@@ -52,3 +52,11 @@ func (e *AnnotationError) Error() string {
 
 // Is makes errors.Is(err, ErrAnnotation) true.
 func (e *AnnotationError) Is(target error) bool { return target == ErrAnnotation }
+
+var (
+	// ErrDocument is a hiera document (--hiera) that cannot be read.
+	ErrDocument = errors.New("hiera: bad hiera document")
+	// ErrSource is a hiera source that cannot be fetched: an unknown
+	// scheme, a missing key, an HTTP error, too large.
+	ErrSource = errors.New("hiera: hiera source")
+)
