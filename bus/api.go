@@ -112,11 +112,14 @@ type RunCounts struct {
 
 // RunSummary is one line of a run listing.
 type RunSummary struct {
-	RunID      string     `json:"run_id"`
-	Manifest   string     `json:"manifest"`
-	Status     string     `json:"status"`
-	Noop       bool       `json:"noop"`
-	Pool       string     `json:"pool,omitempty"`
+	RunID    string `json:"run_id"`
+	Manifest string `json:"manifest"`
+	Status   string `json:"status"`
+	Noop     bool   `json:"noop"`
+	Pool     string `json:"pool,omitempty"`
+	// Trigger and Assignment: see RunRequest (convergence runs).
+	Trigger    string     `json:"trigger,omitempty"`
+	Assignment string     `json:"assignment,omitempty"`
 	Counts     RunCounts  `json:"counts"`
 	Error      string     `json:"error,omitempty"`
 	QueuedAt   time.Time  `json:"queued_at"`

@@ -47,6 +47,12 @@ type Report struct {
 	RootRunID   string `json:"root_run_id,omitempty"`
 	ParentRunID string `json:"parent_run_id,omitempty"`
 	Pool        string `json:"pool,omitempty"`
+	// Trigger says why a convergence run ran (start, assign, change,
+	// interval, drift, health); Assignment and AssignmentVersion name the
+	// assignment it keeps converged. Empty for a run someone asked for.
+	Trigger           string `json:"trigger,omitempty"`
+	Assignment        string `json:"assignment,omitempty"`
+	AssignmentVersion uint64 `json:"assignment_version,omitempty"`
 	// Coordinator is the coordinator driving (or that drove) the run.
 	Coordinator string     `json:"coordinator,omitempty"`
 	Error       string     `json:"error,omitempty"`
@@ -314,10 +320,14 @@ func (rec *record) header() *Report {
 		RootRunID:       rec.RootRunID,
 		ParentRunID:     rec.ParentRunID,
 		Pool:            rec.Request.Pool,
-		Coordinator:     rec.Owner,
-		Error:           rec.Error,
-		Counts:          rec.Counts,
-		Resources:       []ResourceReport{},
+		Trigger:         rec.Request.Trigger,
+		Assignment:      rec.Request.Assignment,
+
+		AssignmentVersion: rec.Request.AssignmentVersion,
+		Coordinator:       rec.Owner,
+		Error:             rec.Error,
+		Counts:            rec.Counts,
+		Resources:         []ResourceReport{},
 	}
 	if !rec.StartedAt.IsZero() {
 		t := rec.StartedAt

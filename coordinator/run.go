@@ -88,6 +88,8 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 		attribute.Bool("manifold.noop", rec.Request.Noop),
 		attribute.Bool("manifold.health_check_only", rec.Request.HealthCheckOnly),
 		attribute.String("manifold.pool", rec.Request.Pool),
+		attribute.String("manifold.trigger", rec.Request.Trigger),
+		attribute.String("manifold.assignment", rec.Request.Assignment),
 	))
 	r.span, r.spans, r.children = span, map[int]trace.Span{}, map[int]bool{}
 	defer func() {

@@ -171,6 +171,7 @@ type report struct {
 	TraceID         string           `json:"trace_id"`
 	Counts          counts           `json:"counts"`
 	Resources       []resourceReport `json:"resources"`
+	Trigger         string           `json:"trigger"`
 }
 
 // counts sums a report's resources by status.

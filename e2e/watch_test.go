@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -150,5 +151,53 @@ resources:
 	}
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("exit %d, want 0", code)
+	}
+}
+
+func TestApplyWatchJSONOneReportPerRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	target := filepath.Join(dir, "motd")
+	manifest := writeFile(t, dir, "site.yaml", fmt.Sprintf(`
+resources:
+  - file:
+      - %s:
+          content: "hello\n"
+`, target))
+	p := start(t, runOpts{dir: dir}, "apply", "--watch", "--output", "json", manifest)
+	waitOutput(t, p, `"trigger":"start"`, 60*time.Second)
+	if err := os.WriteFile(target, []byte("tampered\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitRepairs(t, p, `"status":"changed"`, 2) // the start run's, then the repair's
+	if err := p.stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// JSON lines: every line one report; the first the start run with
+	// the file created, then a drift run holding the repaired file.
+	var reports []report
+	for _, line := range strings.Split(strings.TrimSpace(p.Stdout()), "\n") {
+		var r report
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", line, err)
+		}
+		reports = append(reports, r)
+	}
+	if len(reports) < 2 || reports[0].Trigger != "start" || reports[0].statuses()["file#"+target] != "changed" {
+		t.Fatalf("reports: %+v", reports)
+	}
+	repaired := false
+	for _, r := range reports[1:] {
+		s := r.statuses()
+		if r.Trigger != "drift" || len(s) != 1 {
+			t.Fatalf("after the start run, a %q run of %v: want drift runs of the file alone", r.Trigger, s)
+		}
+		repaired = repaired || s["file#"+target] == "changed"
+	}
+	if !repaired {
+		t.Fatalf("no drift run repaired the file: %+v", reports)
+	}
+	if got := readFile(t, target); got != "hello\n" {
+		t.Fatalf("after the repair: %q", got)
 	}
 }
