@@ -170,6 +170,16 @@ func TestRolePermissions(t *testing.T) {
 	code, out = run(t, client("apply", "--timeout", "20s", "--data", "dir="+dir+"/b", manifest)...)
 	require.Equal(t, 0, code, out)
 	require.FileExists(t, filepath.Join(dir, "b", "motd"))
+	// A task too large for one message travels by reference: the
+	// coordinator stores it in manifold-tasks, the worker reads it there.
+	big := strings.Repeat("0123456789abcdef", 80<<10) // 1.25 MiB
+	bigManifest := filepath.Join(dir, "big.yaml")
+	require.NoError(t, os.WriteFile(bigManifest, []byte("resources:\n  - {type: file, name: \""+dir+"/big.txt\", content: \""+big+"\", ensure: present}\n"), 0o644))
+	code, out = run(t, client("run", "--follow", "--timeout", "20s", bigManifest)...)
+	require.Equal(t, 0, code, out)
+	got, err := os.ReadFile(filepath.Join(dir, "big.txt"))
+	require.NoError(t, err)
+	require.Equal(t, big, string(got))
 	// The report, then status, runs, workers, cancel.
 	code, out = run(t, client("run", "--output", "json", "--timeout", "20s", "--data", "dir="+dir+"/c", manifest)...)
 	require.Equal(t, 0, code, out)
