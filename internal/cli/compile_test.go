@@ -154,7 +154,7 @@ resources:
 	require.Equal(t, "apache2.conf", name(run(t, "render", m, "--facts-dir", dir)))
 	require.Equal(t, "httpd.conf", name(run(t, "render", m, "--facts-dir", dir, "--fact", "role=db")))
 
-	r := run(t, "apply", m, "--facts-dir", dir, "--fact", "env=prod", "--hiera", filepath.Join(dir, "extra.json"), "--data", "package=x")
+	r := run(t, "apply", m, "--facts-dir", dir, "--fact", "env=prod", "--data-file", filepath.Join(dir, "extra.json"), "--data", "package=x")
 	require.Equal(t, ExitOK, r.code, "%+v", r)
 	got, err := os.ReadFile(filepath.Join(dir, "x.conf"))
 	require.NoError(t, err)

@@ -29,15 +29,18 @@ type hierarchyYAML struct {
 	Merge schemas.Merge `yaml:"merge"`
 }
 
+// document is Document's YAML form (its name is in decoding errors).
+type document struct {
+	Data      map[string]any            `yaml:"data"`
+	Hierarchy hierarchyYAML             `yaml:"hierarchy"`
+	Overrides map[string]map[string]any `yaml:"overrides"`
+}
+
 // ParseDocument reads a hiera document (YAML or JSON) named name (for
 // errors). Keys other than data, hierarchy and overrides are an error
 // naming the line: a file of plain data belongs to --data-file.
 func ParseDocument(name string, src []byte) (*Document, error) {
-	var raw struct {
-		Data      map[string]any            `yaml:"data"`
-		Hierarchy hierarchyYAML             `yaml:"hierarchy"`
-		Overrides map[string]map[string]any `yaml:"overrides"`
-	}
+	var raw document
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	dec.KnownFields(true)
 	if err := dec.Decode(&raw); err != nil && !errors.Is(err, io.EOF) {
