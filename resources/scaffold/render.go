@@ -218,7 +218,8 @@ func (r *renderer) renderFile(p string, dot any) (out []byte, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s", ErrRender, firstLine(err.Error()))
 		}
-		if err := tpl.Execute(&buf, dot); err != nil {
+		// Bounded like Jet: nesting, steps, output and time.
+		if err := template.ExecuteGo(tpl, &buf, dot, r.lim.fileBytes, time.Time{}); err != nil {
 			if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrSourceOutside) {
 				return nil, err
 			}

@@ -113,6 +113,9 @@ type limitWriter struct {
 }
 
 func (l *limitWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil // the hidden calls of a Go template print ""
+	}
 	err := l.b.tick()
 	if err == nil && l.n+len(p) > l.max {
 		err = fmt.Errorf("%w: %w: %s renders over %d bytes", ErrLimit, ErrFileTooLarge, l.name, l.max)
