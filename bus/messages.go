@@ -102,8 +102,14 @@ type Task struct {
 	Noop            bool           `json:"noop,omitempty"`
 	HealthCheckOnly bool           `json:"health_check_only,omitempty"`
 	// Refresh is set when a resource this one subscribes to changed.
-	Refresh bool   `json:"refresh,omitempty"`
-	WorkDir string `json:"work_dir,omitempty"`
+	Refresh bool `json:"refresh,omitempty"`
+	// Subscribers are the references of the run's resources that
+	// subscribe to this one: when it changes, the worker records a
+	// refresh debt for each before it reports the change, paid when the
+	// subscriber next runs to success (a crash in between loses no
+	// refresh).
+	Subscribers []string `json:"subscribers,omitempty"`
+	WorkDir     string   `json:"work_dir,omitempty"`
 	// Bundle and Entry locate the manifest's files when WorkDir is empty:
 	// the worker extracts the bundle and works in Entry's directory.
 	Bundle string `json:"bundle,omitempty"`
@@ -164,6 +170,8 @@ type SegmentItem struct {
 	// Token is the capability of this item's task attempt (see
 	// Task.Token).
 	Token string `json:"token,omitempty"`
+	// Subscribers: see Task.Subscribers.
+	Subscribers []string `json:"subscribers,omitempty"`
 }
 
 // MsgID returns the task's JetStream message ID.

@@ -60,6 +60,9 @@ type run struct {
 	waiting  []int
 	treeWake chan struct{}
 	unwatch  func()
+
+	// subs are the subscribers of each resource (see subscribers).
+	subs [][]string
 }
 
 type pendingTask struct {
@@ -308,7 +311,7 @@ func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) 
 		}
 		t := r.m.tasks[i]
 		item := bus.SegmentItem{Task: i, Attempt: t.attempt, Resource: r.plan.Manifest.Resources[i], Refresh: t.refresh,
-			TimeoutMS: r.timeout(i).Milliseconds(), Traceparent: bus.Traceparent(taskCtx)}
+			TimeoutMS: r.timeout(i).Milliseconds(), Traceparent: bus.Traceparent(taskCtx), Subscribers: r.subscribers(i)}
 		for _, p := range r.plan.Requires[i] {
 			if p >= first && p < i {
 				item.Requires = append(item.Requires, p)
@@ -478,6 +481,21 @@ func (r *run) timeout(i int) time.Duration {
 	return cmp.Or(time.Duration(r.rec.Request.TaskTimeoutMS)*time.Millisecond, r.c.cfg.TaskTimeout)
 }
 
+// subscribers are the references of the resources that subscribe to
+// resource i (for the worker's refresh debts), built once per run from
+// the plan's edges.
+func (r *run) subscribers(i int) []string {
+	if r.subs == nil {
+		r.subs = make([][]string, len(r.plan.Manifest.Resources))
+		for s, targets := range r.plan.Subscribes {
+			for _, j := range targets {
+				r.subs[j] = append(r.subs[j], r.plan.Manifest.Resources[s].Ref())
+			}
+		}
+	}
+	return r.subs[i]
+}
+
 // task builds the message of task i's current attempt.
 func (r *run) task(i int) bus.Task {
 	rec, t := r.rec, r.m.tasks[i]
@@ -486,6 +504,7 @@ func (r *run) task(i int) bus.Task {
 		Resource: r.plan.Manifest.Resources[i], Data: r.plan.Data, Noop: rec.Request.Noop,
 		HealthCheckOnly: rec.Request.HealthCheckOnly, Refresh: t.refresh, Pool: r.m.pools[i],
 		TimeoutMS: r.timeout(i).Milliseconds(), Bundle: rec.Request.Bundle, Entry: r.entry(),
+		Subscribers: r.subscribers(i),
 	}
 	if rec.Request.WorkDir != "" {
 		task.WorkDir = rec.Request.WorkDir

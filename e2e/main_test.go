@@ -49,7 +49,10 @@ func testMain(m *testing.M) int {
 	// The servers the tests start generate their nkeys here, and every
 	// process the tests start finds them here (instead of the per-host
 	// default); the NATS CLI context goes to a private config directory.
-	for k, v := range map[string]string{"MANIFOLD_CREDENTIALS": filepath.Join(dir, "credentials"), "XDG_CONFIG_HOME": filepath.Join(dir, "config")} {
+	// The state (last-applied documents, refresh debts) of every process
+	// the tests start is private to this test binary.
+	for k, v := range map[string]string{"MANIFOLD_CREDENTIALS": filepath.Join(dir, "credentials"), "XDG_CONFIG_HOME": filepath.Join(dir, "config"),
+		"MANIFOLD_STATE_DIR": filepath.Join(dir, "state")} {
 		if err := os.Setenv(k, v); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1

@@ -82,8 +82,16 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	for _, it := range task.Segment {
 		t := first
 		t.Task, t.Attempt, t.Resource, t.Refresh, t.TimeoutMS = it.Task, it.Attempt, it.Resource, it.Refresh, it.TimeoutMS
-		t.Token = it.Token
+		t.Token, t.Subscribers = it.Token, it.Subscribers
 		items = append(items, t)
+	}
+	for k := range items {
+		// A refresh owed by an earlier run (its subscriber failed, was
+		// skipped, or the process died before it ran) is given now.
+		if d, ok := w.debts.owes(items[k]); ok && !items[k].Refresh && !items[k].Noop {
+			items[k].Refresh = true
+			log.Info("refresh owed since an earlier run", "resource", d.Ref, "cause", d.Cause, "since", d.Since, "cause_run_id", d.RunID)
+		}
 	}
 	var pending []*bus.Pending
 	var ahead []batchResult // outcomes of items[k:] executed ahead in a batch
@@ -119,6 +127,9 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		}
 		if released {
 			return // the worker is stopping: the whole task goes to another worker
+		}
+		if err := w.debts.settle(final, item, o); err != nil {
+			ilog.Error("refresh debt not recorded", "error", err)
 		}
 		pending = append(pending, w.record(final, item, o, ilog)...)
 		if o.Status == bus.TaskFailed || o.Status == bus.TaskSkipped {

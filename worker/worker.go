@@ -51,6 +51,11 @@ type Config struct {
 	FactsInterval time.Duration
 	// Version is reported in the workers bucket.
 	Version string
+	// DebtDir keeps the host's refresh debts (a refresh owed to a
+	// subscriber whose run failed, was skipped or never came): see
+	// DefaultDebtDir. Empty keeps them in memory only, for the process's
+	// life (tests).
+	DebtDir string
 	// TracerProvider defaults to otel's global provider.
 	TracerProvider trace.TracerProvider
 	// MeterProvider defaults to otel's global provider.
@@ -119,6 +124,8 @@ type Worker struct {
 	slots        chan struct{}
 
 	metrics *metrics
+	// debts are the refreshes this host owes.
+	debts *debts
 
 	bundles bundleDirs
 
@@ -154,7 +161,12 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: metrics: %w", err)
 	}
+	owed, err := openDebts(cfg.DebtDir)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 	return &Worker{
+		debts:   owed,
 		metrics: m,
 		cfg:     cfg,
 		bus:     cfg.Bus,

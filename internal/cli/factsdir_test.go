@@ -31,7 +31,16 @@ func TestMain(m *testing.M) {
 		defaultFactsDir = os.Getenv(helperFactsEnv)
 		os.Exit(Run(context.Background(), IO{Stdout: os.Stdout, Stderr: os.Stderr}, strings.Split(args, "\x1f")))
 	}
-	os.Exit(m.Run())
+	// Embedded applies keep their state (last-applied documents, refresh
+	// debts) in a directory of this test binary's.
+	state, err := os.MkdirTemp("", "manifold-cli-state-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("MANIFOLD_STATE_DIR", state)
+	code := m.Run()
+	os.RemoveAll(state)
+	os.Exit(code)
 }
 
 // runAs runs the command line with defaultFactsDir set to factsDir: as

@@ -194,6 +194,7 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 	fs.Var(&pools, "pool", "pool to take tasks of, repeatable or comma-separated (default: default)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", runtime.NumCPU(), "tasks executed at once")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "where extracted bundles are kept (default: the user's cache directory, ~/.cache/manifold)")
+	fs.StringVar(&cfg.DebtDir, "debt-dir", worker.DefaultDebtDir(), "where refreshes owed to subscribers are kept across runs and restarts (under $MANIFOLD_STATE_DIR when set)")
 	fs.DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task may go without an ack or progress signal before it is redelivered to another worker (running tasks signal progress every third of it); shared by the pool's workers, the last started sets it")
 	cf.registerFacts(fs)
 	fs.DurationVar(&cfg.FactsInterval, "facts-interval", worker.DefaultFactsInterval, "how often the facts are gathered again (never per task)")
