@@ -210,14 +210,19 @@ func (v violationWatch) wait(t *testing.T, subject string) {
 func connectWatched(t *testing.T, url, seed string) (*nats.Conn, violationWatch) {
 	t.Helper()
 	v := make(violationWatch, 64)
-	nc, err := connectAs(t, url, seed, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	opts := []nats.Option{nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		if errors.Is(err, nats.ErrPermissionViolation) {
 			select {
 			case v <- err.Error():
 			default:
 			}
 		}
-	}))
+	})}
+	if filepath.Base(seed) == string(roleWorker)+".nk" {
+		// The worker role gets replies under its own inbox prefix only.
+		opts = append(opts, nats.CustomInboxPrefix(bus.WorkerInboxPrefix))
+	}
+	nc, err := connectAs(t, url, seed, opts...)
 	require.NoError(t, err)
 	return nc, v
 }
