@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -24,6 +25,8 @@ type daemon struct {
 	log  string
 	done chan struct{}
 	err  error
+	// grace replaces stopGrace when set.
+	grace time.Duration
 }
 
 // stopGrace bounds how long a daemon may take to stop after SIGTERM
@@ -48,7 +51,7 @@ func (d *daemon) stop() {
 	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-d.done:
-	case <-time.After(stopGrace):
+	case <-time.After(cmp.Or(d.grace, stopGrace)):
 		killGroup(d.cmd)
 		<-d.done
 	}
@@ -74,6 +77,13 @@ type clusterOpts struct {
 	// profileDir, when set, receives CPU profiles of the server and the
 	// coordinator (MANIFOLD_CPU_PROFILE), named NAME-label.pprof.
 	profileDir, label string
+	// grace replaces stopGrace for the server and the coordinator when
+	// set (a server with thousands of consumers takes longer to stop, and
+	// its profile is written at exit).
+	grace time.Duration
+	// serverConfig, when set, is a NATS server configuration the server
+	// starts with (--config, which then governs authentication: none).
+	serverConfig string
 }
 
 // startCluster starts `manifold server` on a free loopback port and a
@@ -106,7 +116,15 @@ func (h *harness) startClusterWith(ctx context.Context, dir string, opts cluster
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	c.url = "nats://" + addr
-	if c.server, err = c.start("server", "server", "--listen", addr, "--store-dir", filepath.Join(dir, "jetstream"), "--insecure-no-auth"); err != nil {
+	serverArgs := []string{"server", "--listen", addr, "--store-dir", filepath.Join(dir, "jetstream"), "--insecure-no-auth"}
+	if opts.serverConfig != "" {
+		conf := filepath.Join(dir, "server.conf")
+		if err := os.WriteFile(conf, []byte(opts.serverConfig), 0o644); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		serverArgs = append(serverArgs[:len(serverArgs)-1], "--config", conf)
+	}
+	if c.server, err = c.start("server", serverArgs...); err != nil {
 		return nil, err
 	}
 	err = c.waitFor(ctx, 30*time.Second, "the server accepts connections", func() (bool, string) {
@@ -167,6 +185,7 @@ func (c *cluster) start(name string, args ...string) (*daemon, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	d.cmd = c.h.run.command(c.h.manifold, args...)
+	d.grace = c.opts.grace
 	if c.opts.profileDir != "" && (name == "server" || name == "coordinator") {
 		d.cmd.Env = append(d.cmd.Env, "MANIFOLD_CPU_PROFILE="+filepath.Join(c.opts.profileDir, name+"-"+c.opts.label+".pprof"))
 	}

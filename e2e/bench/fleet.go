@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/manifold-run/manifold/bus"
 )
 
 // FleetResult is the figures of mode fleet: one row per fleet size.
@@ -23,7 +28,10 @@ type FleetResult struct {
 	PerProcess int
 	// LiveRuns is the coordinator's --max-tree-live-runs (0: its default).
 	LiveRuns int
-	Rows     []*FleetRow
+	// MaxConsumers is the server's default_max_consumers (0: its
+	// default).
+	MaxConsumers int
+	Rows         []*FleetRow
 }
 
 // FleetRow is the figures of one fleet size.
@@ -44,8 +52,16 @@ type FleetRow struct {
 	// last run.
 	ServerPeakKiB int64
 	// CoordCPU is the coordinator's CPU time (user + system) over each
-	// run.
-	CoordCPU []time.Duration
+	// run; ServerCPU the server's, HostsCPU the host processes'.
+	CoordCPU, ServerCPU, HostsCPU []time.Duration
+	// ReportWalls are the times `manifold status --output json` took to
+	// print each run's whole report; ReportErr is its first failure.
+	ReportWalls []time.Duration
+	ReportErr   error
+	// IdleServerCPU and IdleHostsCPU are the CPU time the server and the
+	// host processes used over idleWindow with every host registered and
+	// no run: the cost of idle hosts (fetches, heartbeats).
+	IdleServerCPU, IdleHostsCPU time.Duration
 	// Load is /proc/loadavg after the last run.
 	Load string
 	Err  error
@@ -93,6 +109,9 @@ func (r *FleetRow) MemoryLine() string {
 		r.Hosts, len(r.Walls), first(r.ServerRSSKiB), float64(last(r.ServerRSSKiB))/1024, first(r.CoordRSSKiB), float64(last(r.CoordRSSKiB))/1024)
 }
 
+// idleWindow is how long idle hosts are measured before the first run.
+const idleWindow = 5 * time.Second
+
 // fleetPool is the pool every simulated host takes.
 const fleetPool = "fleet"
 
@@ -127,7 +146,7 @@ func fleetYAML(n int) string {
 // and coordinator.
 func (h *harness) runFleet(ctx context.Context) (*FleetResult, error) {
 	cfg := h.cfg
-	res := &FleetResult{Resources: cfg.FleetResources, Runs: cfg.FleetRuns, PerProcess: cfg.FleetPerProcess, LiveRuns: cfg.FleetLiveRuns}
+	res := &FleetResult{Resources: cfg.FleetResources, Runs: cfg.FleetRuns, PerProcess: cfg.FleetPerProcess, LiveRuns: cfg.FleetLiveRuns, MaxConsumers: cfg.FleetMaxConsumers}
 	if err := raiseFileLimit(2*slices.Max(cfg.FleetHosts) + 4096); err != nil {
 		h.log.Warn("open files limit not raised", "error", err)
 	}
@@ -185,7 +204,10 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 	row := &FleetRow{Hosts: n}
 	dir := filepath.Join(h.work, fmt.Sprintf("fleet-%d", n))
 	opts := clusterOpts{coordArgs: []string{"--max-tree-runs", strconv.Itoa(n), "--max-tree-runs-limit", strconv.Itoa(max(n, 10000))},
-		profileDir: cfg.FleetProfile, label: strconv.Itoa(n)}
+		profileDir: cfg.FleetProfile, label: strconv.Itoa(n), grace: time.Minute}
+	if cfg.FleetMaxConsumers != 0 {
+		opts.serverConfig = fmt.Sprintf("jetstream {\n  limits {\n    default_max_consumers: %d\n  }\n}\n", cfg.FleetMaxConsumers)
+	}
 	if cfg.FleetLiveRuns > 0 {
 		opts.coordArgs = append(opts.coordArgs, "--max-tree-live-runs", strconv.Itoa(cfg.FleetLiveRuns))
 	}
@@ -219,23 +241,37 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 	}
 	row.Start = time.Since(start)
 	h.log.Info("fleet hosts ready", "hosts", n, "processes", row.Processes, "took", row.Start)
+	// What idle hosts cost, over a fixed window before the first run.
+	srv0, hosts0, coord0 := procCPU(c.server.cmd.Process.Pid), c.hostsCPU(), procCPU(c.coord.cmd.Process.Pid)
+	select {
+	case <-time.After(idleWindow):
+	case <-ctx.Done():
+		row.Err = ctx.Err()
+		return row
+	}
+	row.IdleServerCPU, row.IdleHostsCPU = procCPU(c.server.cmd.Process.Pid)-srv0, c.hostsCPU()-hosts0
+	h.log.Info("fleet idle", "hosts", n, "window", idleWindow, "server_cpu", row.IdleServerCPU, "hosts_cpu", row.IdleHostsCPU,
+		"coordinator_cpu", procCPU(c.coord.cmd.Process.Pid)-coord0)
 	for i := range cfg.FleetRuns {
-		cpu0 := procCPU(c.coord.cmd.Process.Pid)
-		changed := cfg.FleetResources * n
-		if i > 0 {
-			changed = 0
-		}
-		r, wall, err := c.fleetRun(ctx, m, n, changed)
+		cpu0, srv0, hosts0 := procCPU(c.coord.cmd.Process.Pid), procCPU(c.server.cmd.Process.Pid), c.hostsCPU()
+		r, err := c.fleetRun(ctx, m, n)
 		if err != nil {
 			row.Err = fmt.Errorf("run %d of %d: %w", i+1, cfg.FleetRuns, err)
 			return row
 		}
+		row.ReportWalls = append(row.ReportWalls, r.reportWall)
+		if r.reportErr != nil && row.ReportErr == nil {
+			row.ReportErr = fmt.Errorf("run %d: manifold status --output json: %w", i+1, r.reportErr)
+		}
 		row.CoordCPU = append(row.CoordCPU, procCPU(c.coord.cmd.Process.Pid)-cpu0)
-		row.Walls, row.RunTimes = append(row.Walls, wall), append(row.RunTimes, r.runTime())
+		row.ServerCPU = append(row.ServerCPU, procCPU(c.server.cmd.Process.Pid)-srv0)
+		row.HostsCPU = append(row.HostsCPU, c.hostsCPU()-hosts0)
+		row.Walls, row.RunTimes = append(row.Walls, r.wall), append(row.RunTimes, r.runTime)
 		row.ServerRSSKiB = append(row.ServerRSSKiB, procStatus(c.server.cmd.Process.Pid, "VmRSS"))
 		row.CoordRSSKiB = append(row.CoordRSSKiB, procStatus(c.coord.cmd.Process.Pid, "VmRSS"))
-		h.log.Info("fleet run", "hosts", n, "run", i+1, "wall", wall, "run_time", r.runTime(),
-			"server_rss_mb", last(row.ServerRSSKiB)/1024, "coordinator_cpu", last(row.CoordCPU))
+		h.log.Info("fleet run", "hosts", n, "run", i+1, "wall", r.wall, "run_time", r.runTime, "report", r.reportWall, "report_error", r.reportErr,
+			"server_rss_mb", last(row.ServerRSSKiB)/1024, "coordinator_cpu", last(row.CoordCPU),
+			"server_cpu", last(row.ServerCPU), "hosts_cpu", last(row.HostsCPU))
 		if i == 0 {
 			if row.Err = verifyFleet(root, n, cfg.FleetResources); row.Err != nil {
 				return row
@@ -249,34 +285,94 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 	return row
 }
 
-// fleetRun runs `manifold run --each-worker --pool fleet --output json M`
-// and checks the report: n child runs, succeeded, changed of the hosts'
-// resources changed.
-func (c *cluster) fleetRun(ctx context.Context, m string, n, changed int) (*runReport, time.Duration, error) {
+// fleetRun submits `manifold run --each-worker --pool fleet M` and waits
+// for the run's run_finished event (a core NATS subscription, as a
+// follower): the wall time runs from the client's start to that event.
+// Every host's child run must have succeeded. Then `manifold status
+// --output json RUN` fetches the whole report, timed apart: its failure
+// is recorded, not fatal.
+func (c *cluster) fleetRun(ctx context.Context, m string, n int) (fleetRunResult, error) {
+	var res fleetRunResult
 	timeout := c.h.cfg.timeoutFor(n * c.h.cfg.FleetResources)
-	s := c.h.run.run(ctx, timeout+10*time.Second, filepath.Dir(m), c.h.manifold,
-		"run", "--server", c.url, "--each-worker", "--pool", fleetPool, "--output", "json", "--timeout", timeout.String(), m)
-	if s.err != nil {
-		return nil, 0, s.err
-	}
-	r, err := parseReport(s.stdout)
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(r.Resources) != n {
-		return nil, 0, fmt.Errorf("run %s: %d child runs, want one per host (%d)", r.RunID, len(r.Resources), n)
-	}
-	got := 0
-	for _, res := range r.Resources {
-		if res.Child == nil {
-			return nil, 0, fmt.Errorf("run %s: %s has no child report", r.RunID, res.Ref)
+	finished := make(chan bus.Event, 1024)
+	// Every event, as `manifold run --follow` gets them; only run_finished
+	// ones are decoded.
+	suffix := "." + string(bus.EventRunFinished)
+	sub, err := c.nc.Subscribe(bus.SubjectEventsAll, func(msg *nats.Msg) {
+		var ev bus.Event
+		if strings.HasSuffix(msg.Subject, suffix) && json.Unmarshal(msg.Data, &ev) == nil {
+			finished <- ev
 		}
-		got += res.Child.Counts.Changed
+	})
+	if err != nil {
+		return res, fmt.Errorf("bench: subscribe to events: %w", err)
 	}
-	if got != changed {
-		return nil, 0, fmt.Errorf("run %s: %d resources changed on the hosts, want %d", r.RunID, got, changed)
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return res, fmt.Errorf("bench: %w", err)
 	}
-	return r, s.wall, nil
+	if err := c.nc.Flush(); err != nil {
+		return res, fmt.Errorf("bench: %w", err)
+	}
+	start := time.Now()
+	s := c.h.run.run(ctx, time.Minute, filepath.Dir(m), c.h.manifold,
+		"run", "--server", c.url, "--each-worker", "--pool", fleetPool, m)
+	if s.err != nil {
+		return res, s.err
+	}
+	id := strings.TrimSpace(string(s.stdout))
+	succeeded, failed := 0, []string{}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		var ev bus.Event
+		select {
+		case ev = <-finished:
+		case <-deadline.C:
+			return res, fmt.Errorf("run %s: no run_finished event within %s (timeout); %d of %d hosts succeeded so far", id, timeout, succeeded, n)
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+		if ev.RunID == id {
+			res.wall, res.runTime = time.Since(start), time.Duration(ev.DurationMS)*time.Millisecond
+			if ev.Status != "succeeded" {
+				return res, fmt.Errorf("run %s %s: %s; %d of %d hosts succeeded, failed: %s", id, ev.Status, ev.Error, succeeded, n, strings.Join(failed[:min(len(failed), 5)], "; "))
+			}
+			break
+		}
+		if ev.RootRunID != id {
+			continue
+		}
+		if ev.Status == "succeeded" {
+			succeeded++
+		} else {
+			failed = append(failed, ev.Manifest+": "+ev.Error)
+		}
+	}
+	if succeeded != n {
+		return res, fmt.Errorf("run %s: %d child runs succeeded, want one per host (%d)", id, succeeded, n)
+	}
+	rs := c.h.run.run(ctx, 5*time.Minute, "", c.h.manifold, "status", "--server", c.url, "--output", "json", id)
+	res.reportWall, res.reportErr = rs.wall, rs.err
+	if rs.err == nil {
+		r, err := parseReport(rs.stdout)
+		switch {
+		case err != nil:
+			res.reportErr = err
+		case len(r.Resources) != n:
+			res.reportErr = fmt.Errorf("report of %s: %d child runs, want %d", id, len(r.Resources), n)
+		}
+	}
+	return res, nil
+}
+
+// fleetRunResult is what one fleet run measured.
+type fleetRunResult struct {
+	wall, runTime time.Duration
+	// reportWall is the time `manifold status --output json` took to
+	// print the whole report, reportErr its failure.
+	reportWall time.Duration
+	reportErr  error
 }
 
 // verifyFleet checks that every host's files hold their content.
@@ -316,8 +412,13 @@ func (c *cluster) startHosts(ctx context.Context, n int, root, caches string) (i
 		if err != nil {
 			return procs, fmt.Errorf("bench: %w", err)
 		}
-		d.cmd = c.h.run.command(c.h.benchrun, fleetHostsCommand, "--server", c.url, "--first", strconv.Itoa(first),
-			"--n", strconv.Itoa(count), "--root", root, "--cache-dir", caches, "--pool", fleetPool)
+		args := []string{fleetHostsCommand, "--server", c.url, "--first", strconv.Itoa(first),
+			"--n", strconv.Itoa(count), "--root", root, "--cache-dir", caches, "--pool", fleetPool}
+		if c.opts.profileDir != "" {
+			args = append(args, "--cpu-profile", filepath.Join(c.opts.profileDir, name+"-"+c.opts.label+".pprof"))
+		}
+		d.cmd = c.h.run.command(c.h.benchrun, args...)
+		d.grace = c.opts.grace
 		d.cmd.Stderr = f
 		out, err := d.cmd.StdoutPipe()
 		if err != nil {
@@ -364,6 +465,15 @@ func (c *cluster) startHosts(ctx context.Context, n int, root, caches string) (i
 		}
 	}
 	return procs, nil
+}
+
+// hostsCPU is the CPU time the cluster's host processes have used.
+func (c *cluster) hostsCPU() time.Duration {
+	var d time.Duration
+	for _, w := range c.workers {
+		d += procCPU(w.cmd.Process.Pid)
+	}
+	return d
 }
 
 // clockTicks is the unit of /proc/PID/stat's CPU times (USER_HZ, 100 on

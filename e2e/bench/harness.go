@@ -77,6 +77,11 @@ type Config struct {
 	// FleetLiveRuns, when set, is the coordinator's --max-tree-live-runs
 	// (else the coordinator's default).
 	FleetLiveRuns int
+	// FleetMaxConsumers, when set, is the server's JetStream
+	// default_max_consumers (consumers per stream; -1: unlimited). The
+	// server's own default is 1,000, and every worker has a consumer of
+	// its own on the tasks stream.
+	FleetMaxConsumers int
 	// FleetProfile, when set, is a directory where the server and the
 	// coordinator of each fleet size write CPU profiles
 	// (MANIFOLD_CPU_PROFILE), server-N.pprof and coordinator-N.pprof.

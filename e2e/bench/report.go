@@ -228,7 +228,11 @@ func (r *Results) fleetMarkdown(w io.Writer, standalone bool) {
 	if f.LiveRuns > 0 {
 		live = fmt.Sprint(f.LiveRuns)
 	}
-	p("`manifold server` and one `manifold coordinator` (`--max-tree-live-runs` %s) as separate\n", live)
+	consumers := "the NATS default of 1,000 consumers per stream"
+	if f.MaxConsumers != 0 {
+		consumers = fmt.Sprintf("JetStream `default_max_consumers: %d`", f.MaxConsumers)
+	}
+	p("`manifold server` (%s) and one `manifold coordinator` (`--max-tree-live-runs` %s) as separate\n", consumers, live)
 	p("processes; N simulated hosts, %d per host process (`benchrun fleet-hosts`), each a\n", f.PerProcess)
 	p("`worker.Worker` with its own NATS connection, name `host-NNNNN`, facts (`node`, `role`,\n")
 	p("`index`), pool `fleet` and concurrency 1. A fleet run is `manifold run --each-worker --pool\n")
@@ -236,20 +240,31 @@ func (r *Results) fleetMarkdown(w io.Writer, standalone bool) {
 	p("host's `node` fact; each host writes real files under its own root (its registry's file\n")
 	p("type takes every path under `host-NNNNN/`). %d consecutive runs per size: the first\n", f.Runs)
 	p("creates the files (checked on every host afterwards), the others find them converged.\n")
-	p("Wall: the `manifold run` client process (submit, wait, report), median of the runs; RSS:\n")
-	p("VmRSS after the run; coordinator CPU: user + system time over the run\n(`/proc/PID/stat`), median, per host.\n\n")
-	p("| hosts | host processes | hosts start | wall (first, median, last) | run time (median) | server RSS after first / last run | server peak RSS | coordinator RSS first / last | coordinator CPU per host | load after |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|\n")
+	p("Wall: from the start of `manifold run --each-worker` (submit) to the run's `run_finished`\n")
+	p("event (a core NATS subscription, as a follower), median of the runs; report fetch: `manifold\n")
+	p("status --output json RUN` printing the whole report (every child's), timed apart; RSS:\n")
+	p("VmRSS after the run; CPU: user + system time over the run (`/proc/PID/stat`), median, per\n")
+	p("host; idle CPU: over %s with every host registered, before the first run.\n\n", idleWindow)
+	p("| hosts | host processes | hosts start | wall (first, median, last) | run time (median) | server RSS after first / last run | server peak RSS | coordinator RSS first / last | coordinator CPU per host | server CPU per host | hosts CPU per host | report fetch | idle server / hosts CPU | load after |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, row := range f.Rows {
 		if len(row.Walls) == 0 {
-			p("| %d | %d | %s | %s | | | | | | |\n", row.Hosts, row.Processes, fmtDur(row.Start), failure(row.Err))
+			p("| %d | %d | %s | %s | | | | | | | | | | |\n", row.Hosts, row.Processes, fmtDur(row.Start), failure(row.Err))
 			continue
 		}
-		p("| %d | %d | %s | %s, %s, %s | %s | %s / %s | %s | %s / %s | %.2f ms | %s |\n", row.Hosts, row.Processes, fmtDur(row.Start),
+		perHost := func(ds []time.Duration) string {
+			return fmt.Sprintf("%.2f ms", float64(median(ds))/float64(row.Hosts)/float64(time.Millisecond))
+		}
+		report := fmtDur(median(row.ReportWalls))
+		if row.ReportErr != nil {
+			report += " (" + failure(row.ReportErr) + ")"
+		}
+		p("| %d | %d | %s | %s, %s, %s | %s | %s / %s | %s | %s / %s | %s | %s | %s | %s | %s | %s |\n", row.Hosts, row.Processes, fmtDur(row.Start),
 			fmtDur(row.Walls[0]), fmtDur(row.wall()), fmtDur(last(row.Walls)), fmtDur(median(row.RunTimes)),
 			fmtRSS(row.ServerRSSKiB[0]), fmtRSS(last(row.ServerRSSKiB)), fmtRSS(row.ServerPeakKiB),
 			fmtRSS(row.CoordRSSKiB[0]), fmtRSS(last(row.CoordRSSKiB)),
-			float64(row.coordCPUPerHost())/float64(time.Millisecond), row.Load)
+			perHost(row.CoordCPU), perHost(row.ServerCPU), perHost(row.HostsCPU), report,
+			fmt.Sprintf("%.0f%% / %.0f%% of a CPU", 100*row.IdleServerCPU.Seconds()/idleWindow.Seconds(), 100*row.IdleHostsCPU.Seconds()/idleWindow.Seconds()), row.Load)
 	}
 	p("\n")
 	for _, row := range f.Rows {
@@ -261,6 +276,9 @@ func (r *Results) fleetMarkdown(w io.Writer, standalone bool) {
 	for _, row := range f.Rows {
 		if row.Err != nil {
 			p("- %d hosts: %s\n", row.Hosts, oneLine(row.Err))
+		}
+		if row.ReportErr != nil {
+			p("- %d hosts, report: %s\n", row.Hosts, oneLine(row.ReportErr))
 		}
 	}
 	p("\n")
