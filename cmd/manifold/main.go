@@ -29,6 +29,10 @@ func main() {
 	if len(os.Args) == 3 && os.Args[1] == cueprobe.Command {
 		os.Exit(cueprobe.Child(os.Stdin, os.Stdout, os.Args[2]))
 	}
+	crashNotExit2()
+	if testHook != nil {
+		testHook()
+	}
 	if err := cueprobe.Install(); err != nil {
 		fmt.Fprintf(os.Stderr, "manifold: %v\n", err)
 		os.Exit(2)
@@ -52,6 +56,23 @@ func main() {
 	stop()
 	exit(code)
 }
+
+// crashNotExit2 makes a crash of the process never exit 2, the status of
+// an invalid manifest. A panic of the command is recovered and exits 3
+// (cli.Run), but the Go runtime ends every fatal error itself with status
+// 2, running nothing first: a panic in any other goroutine, a stack
+// overflow, an exhausted heap, a concurrent map write. Recovering in every
+// goroutine the process starts (ours and our libraries') is impossible, so
+// the runtime is told to crash instead (GOTRACEBACK=crash): it prints
+// every goroutine's stack and dies by SIGABRT (status 134 in a shell,
+// "signal: aborted" to a supervisor), leaving a core dump where the
+// system keeps them. The probe and reaper children above keep the default:
+// their parents read their status.
+func crashNotExit2() { debug.SetTraceback("crash") }
+
+// testHook, set by this package's tests only, runs once the process is
+// set up, before the command.
+var testHook func()
 
 // exit runs the deferred profile flush first.
 var exit = func(code int) { pprof.StopCPUProfile(); os.Exit(code) }
