@@ -92,6 +92,9 @@ type Bus struct {
 	reportsMu sync.Mutex
 	reports   jetstream.ObjectStore
 	tasks     jetstream.ObjectStore
+
+	assignMu    sync.Mutex
+	assignments *Bucket // opened on first use when attached (assignments.go)
 }
 
 // Open provisions (idempotently) everything manifold needs on the server
@@ -176,6 +179,8 @@ func (b *Bus) provision(ctx context.Context) error {
 		Replicas: r, Storage: kvStorage, Description: "manifold finished task outcomes"})
 	bucket(&b.cancels, jetstream.KeyValueConfig{Bucket: BucketCancels, TTL: b.cfg.CancelsTTL,
 		Replicas: r, Storage: kvStorage, Description: "manifold cancelled runs (workers drop their queued tasks)"})
+	bucket(&b.assignments, jetstream.KeyValueConfig{Bucket: BucketAssignments, History: 1, Replicas: r, Storage: kvStorage,
+		Description: "manifold assignments: desired state workers keep converged"})
 	objects := func(dst *jetstream.ObjectStore, cfg jetstream.ObjectStoreConfig) {
 		g.Go(func() (err error) {
 			if *dst, err = b.js.CreateOrUpdateObjectStore(ctx, cfg); err != nil {

@@ -79,6 +79,10 @@ type RunRequest struct {
 	// run keeps converged.
 	Assignment        string `json:"assignment,omitempty"`
 	AssignmentVersion uint64 `json:"assignment_version,omitempty"`
+	// Only limits the run to these resources (references) and, through
+	// their subscriptions, the resources they refresh: a repair run of an
+	// assignment (compile.Subset). Empty runs every resource.
+	Only []string `json:"only,omitempty"`
 }
 
 // DefaultPool is the pool of tasks that name none.
@@ -153,6 +157,10 @@ type Task struct {
 	// task travels by reference (the stored body holds none); ResolveTask
 	// puts them back into the items.
 	SegmentTokens []string `json:"segment_tokens,omitempty"`
+	// Assignment names the assignment whose convergence run the task
+	// belongs to: the worker it is pinned to watches the resource's paths
+	// for drift.
+	Assignment string `json:"assignment,omitempty"`
 }
 
 // SegmentItem is one more resource of a segment task.

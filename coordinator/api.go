@@ -69,6 +69,11 @@ func (c *Coordinator) startAPI(ctx context.Context) (stop func(), err error) {
 			return nil, fmt.Errorf("api: endpoint %s: %w", e.subject, err)
 		}
 	}
+	// Workers' convergence requests of their assignments (assign.go).
+	if err := a.addConverge(ctx); err != nil {
+		_ = a.svc.Stop()
+		return nil, fmt.Errorf("api: endpoint %s: %w", bus.SubjectConvergeAll, err)
+	}
 	return a.stop, nil
 }
 

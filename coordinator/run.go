@@ -21,6 +21,7 @@ import (
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/internal/bundle"
+	"github.com/manifold-run/manifold/internal/compile"
 	"github.com/manifold-run/manifold/schemas"
 )
 
@@ -504,7 +505,7 @@ func (r *run) task(i int) bus.Task {
 		Resource: r.plan.Manifest.Resources[i], Data: r.plan.Data, Noop: rec.Request.Noop,
 		HealthCheckOnly: rec.Request.HealthCheckOnly, Refresh: t.refresh, Pool: r.m.pools[i],
 		TimeoutMS: r.timeout(i).Milliseconds(), Bundle: rec.Request.Bundle, Entry: r.entry(),
-		Subscribers: r.subscribers(i),
+		Subscribers: r.subscribers(i), Assignment: rec.Request.Assignment,
 	}
 	if rec.Request.WorkDir != "" {
 		task.WorkDir = rec.Request.WorkDir
@@ -575,10 +576,14 @@ func loadPlan(ctx context.Context, rec *record, session map[string]sessionRef, o
 	if err != nil {
 		return nil, err
 	}
-	return PrepareWith(m, PrepareOpts{ApplyData: rec.ApplyData, Overrides: data, Facts: req.Facts, Source: src, External: func(ref string) bool {
+	p, err := PrepareWith(m, PrepareOpts{ApplyData: rec.ApplyData, Overrides: data, Facts: req.Facts, Source: src, External: func(ref string) bool {
 		_, ok := session[ref]
 		return ok
 	}, Files: files})
+	if err != nil || len(req.Only) == 0 || rec.ParentRunID != "" {
+		return p, err
+	}
+	return compile.Subset(p, req.Only) // a repair run (assign.go)
 }
 
 // maxInlineSession is the largest session (JSON bytes) kept in a child's

@@ -356,6 +356,9 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 	if early != nil {
 		return *early
 	}
+	if w.assign != nil { // a task of an assignment's run: watch its paths after
+		defer w.assign.executing(task)(res)
+	}
 	return taskOutcome(ctx, resources.Execute(ctx, res, env))
 }
 

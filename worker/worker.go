@@ -63,6 +63,13 @@ type Config struct {
 	// CacheDir keeps extracted bundles. Defaults to the user's cache
 	// directory (~/.cache/manifold) or, without one, a temporary directory.
 	CacheDir string
+	// DisableAssignments leaves the assignments of the worker's pools
+	// alone. By default the worker watches the assignments bucket and
+	// keeps each assignment of its pools converged (assign.go).
+	DisableAssignments bool
+	// ConvergeTimeout bounds the wait for one convergence run of an
+	// assignment. Defaults to DefaultConvergeTimeout (1h).
+	ConvergeTimeout time.Duration
 }
 
 // WithDefaults returns cfg with zero fields set to their defaults.
@@ -143,6 +150,8 @@ type Worker struct {
 
 	stopCancels func()
 
+	assign *assigner // nil with DisableAssignments
+
 	runMu   sync.Mutex
 	running map[string]string                             // task message ID → ref
 	cancels map[string]map[string]context.CancelCauseFunc // run ID → task message ID → cancel
@@ -165,7 +174,7 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return &Worker{
+	w := &Worker{
 		debts:   owed,
 		metrics: m,
 		cfg:     cfg,
@@ -174,7 +183,13 @@ func New(cfg Config) (*Worker, error) {
 		tracer:  cfg.TracerProvider.Tracer("github.com/manifold-run/manifold/worker"),
 		slots:   make(chan struct{}, cfg.Concurrency),
 		running: map[string]string{},
-	}, nil
+	}
+	if !cfg.DisableAssignments {
+		if w.assign, err = newAssigner(w); err != nil {
+			return nil, fmt.Errorf("worker: metrics: %w", err)
+		}
+	}
+	return w, nil
 }
 
 // Name returns the worker's name.
@@ -224,6 +239,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.wg.Go(func() { w.heartbeat(takeCtx) })
 	if w.cfg.GatherFacts != nil {
 		w.wg.Go(func() { w.refreshFacts(takeCtx) })
+	}
+	if w.assign != nil {
+		w.wg.Go(func() { w.assign.run(takeCtx) })
 	}
 	w.wg.Go(func() { <-takeCtx.Done(); stopOnParent() })
 	w.stopCancels = stopCancels
@@ -325,6 +343,9 @@ type Registration struct {
 	Facts       map[string]any `json:"facts,omitempty"`
 	Started     time.Time      `json:"started"`
 	Seen        time.Time      `json:"seen"`
+	// Assignments is the convergence state of each assignment the worker
+	// keeps converged, by name.
+	Assignments map[string]AssignmentStatus `json:"assignments,omitempty"`
 }
 
 func (w *Worker) register(ctx context.Context) error {
@@ -337,6 +358,9 @@ func (w *Worker) register(ctx context.Context) error {
 	slices.Sort(running)
 	reg := Registration{Name: w.cfg.Name, Pools: w.cfg.Pools, Concurrency: w.cfg.Concurrency, Running: running,
 		Version: w.cfg.Version, Facts: w.facts(), Started: startTime, Seen: time.Now().UTC()}
+	if w.assign != nil {
+		reg.Assignments = w.assign.snapshot()
+	}
 	data, _ := json.Marshal(reg)
 	if _, err := w.bus.Workers().Put(ctx, w.cfg.Name, data); err != nil {
 		return fmt.Errorf("worker: register: %w", err)

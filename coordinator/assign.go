@@ -1,0 +1,154 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/resources"
+)
+
+// convergeTimeout bounds how long a convergence request waits for its run
+// to end; the worker's own deadline is usually shorter.
+const convergeTimeout = 6 * time.Hour
+
+// addConverge adds the endpoint workers ask for convergence runs of their
+// assignments on: manifold.converge.<worker>. Its handler returns at once;
+// the reply is sent when the run has ended (convergeRun), so a long run
+// holds no other request up.
+func (a *api) addConverge(ctx context.Context) error {
+	return a.svc.AddEndpoint("converge", micro.HandlerFunc(func(req micro.Request) {
+		a.mu.Lock()
+		if a.closed || ctx.Err() != nil {
+			a.mu.Unlock()
+			respondError(req, &bus.APIError{Code: bus.APIUnavailable, Message: "coordinator is stopping"})
+			return
+		}
+		a.inflight.Add(1)
+		a.mu.Unlock()
+		go func() {
+			defer a.inflight.Done()
+			v, apiErr := a.converge(ctx, req)
+			if apiErr != nil {
+				respondError(req, apiErr)
+				return
+			}
+			if err := req.RespondJSON(v); err != nil {
+				a.c.log.Warn("api: converge reply not sent", "subject", req.Subject(), "error", err)
+			}
+		}()
+	}), micro.WithEndpointSubject(bus.SubjectConvergeAll))
+}
+
+// workerEntry is what a convergence request needs of a worker's entry in
+// the workers bucket.
+type workerEntry struct {
+	Pools []string       `json:"pools"`
+	Facts map[string]any `json:"facts"`
+}
+
+// converge starts the convergence run a worker asks for and waits for its
+// end. The run is built from the stored assignment alone (its bundle, data
+// and noop), compiled with the worker's published facts, pinned to the
+// worker and limited to req.Only: a worker can converge stored
+// assignments of its pools on itself, never run a manifest of its own.
+func (a *api) converge(ctx context.Context, req micro.Request) (any, *bus.APIError) {
+	workerName := strings.TrimPrefix(req.Subject(), bus.SubjectConvergePrefix+".")
+	if err := bus.ValidToken(workerName); err != nil {
+		return nil, invalid(fmt.Errorf("worker: %w", err))
+	}
+	var cr bus.ConvergeRequest
+	if e := decodeRequest(req, &cr); e != nil {
+		return nil, e
+	}
+	if !validTrigger(cr.Trigger) {
+		return nil, invalid(fmt.Errorf("trigger %q: want start, assign, change, interval, drift or health", cr.Trigger))
+	}
+	rctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	asg, err := a.c.bus.GetAssignment(rctx, cr.Assignment)
+	switch {
+	case errors.Is(err, bus.ErrNotFound):
+		return nil, &bus.APIError{Code: bus.APINotFound, Message: "no assignment " + cr.Assignment}
+	case err != nil:
+		return nil, unavailable(err)
+	}
+	if cr.Version != asg.Version {
+		return nil, &bus.APIError{Code: bus.APIConflict, Message: fmt.Sprintf("assignment %s is at version %d, not %d", asg.Name, asg.Version, cr.Version)}
+	}
+	e, err := a.c.bus.Workers().Get(rctx, workerName)
+	if errors.Is(err, bus.ErrNotFound) {
+		return nil, &bus.APIError{Code: bus.APINotFound, Message: "no live worker " + workerName}
+	} else if err != nil {
+		return nil, unavailable(err)
+	}
+	var w workerEntry
+	if err := json.Unmarshal(e.Value, &w); err != nil {
+		return nil, unavailable(fmt.Errorf("worker %s: unreadable registration: %w", workerName, err))
+	}
+	if !slices.Contains(w.Pools, asg.Pool) {
+		return nil, invalid(fmt.Errorf("worker %s is not in pool %s of assignment %s", workerName, asg.Pool, asg.Name))
+	}
+	rr := bus.RunRequest{
+		V: bus.Version, RunID: NewRunID(), Bundle: asg.Bundle, Entry: asg.Entry, ManifestName: asg.ManifestName,
+		Data: asg.Data, DataFile: asg.DataFile, Facts: w.Facts, Noop: asg.Noop, HealthCheckOnly: cr.HealthCheckOnly,
+		Pool: asg.Pool, PinWorker: workerName, TaskTimeoutMS: asg.TaskTimeoutMS,
+		Trigger: cr.Trigger, Assignment: asg.Name, AssignmentVersion: asg.Version, Only: cr.Only,
+	}
+	traceCtx := bus.ExtractTrace(context.Background(), nats.Header(req.Headers()))
+	if err := a.c.accept(ctx, traceCtx, rr, nil); err != nil {
+		return nil, unavailable(err)
+	}
+	a.c.log.Info("convergence run", "run_id", rr.RunID, "assignment", asg.Name, "version", asg.Version,
+		"worker", workerName, "trigger", cr.Trigger, "only", len(cr.Only))
+	wctx, wcancel := context.WithTimeout(ctx, convergeTimeout)
+	defer wcancel()
+	if _, err := a.c.bus.Runs().WaitFor(wctx, runKey(rr.RunID), func(data []byte) bool {
+		var rec record
+		return decodeRecord(data, &rec) == nil && rec.Status.Final()
+	}); err != nil {
+		return nil, unavailable(fmt.Errorf("run %s: %w", rr.RunID, err))
+	}
+	rep, err := GetReport(wctx, a.c.bus, rr.RunID)
+	if err != nil {
+		return nil, unavailable(fmt.Errorf("run %s: report: %w", rr.RunID, err))
+	}
+	return convergeReply(rep), nil
+}
+
+// convergeReply sums a convergence run's report up for the worker's loop.
+func convergeReply(rep *Report) bus.ConvergeReply {
+	out := bus.ConvergeReply{RunID: rep.RunID, Status: string(rep.Status), Error: rep.Error}
+	for _, r := range rep.Resources {
+		switch r.Status {
+		case string(bus.TaskChanged):
+			out.Changed = append(out.Changed, r.Ref)
+		case string(bus.TaskFailed):
+			out.Failed = append(out.Failed, r.Ref)
+		case string(bus.TaskStable):
+			out.Stable = append(out.Stable, r.Ref)
+		}
+		for _, hc := range r.HealthChecks {
+			if hc.Status == string(resources.HealthCritical) && !hc.Ignored {
+				out.Critical = true
+			}
+		}
+	}
+	return out
+}
+
+func validTrigger(t string) bool {
+	switch t {
+	case "start", "assign", "change", "interval", "drift", "health":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,523 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/converge"
+	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/template"
+)
+
+// DefaultConvergeTimeout is the default of Config.ConvergeTimeout.
+const DefaultConvergeTimeout = time.Hour
+
+// AssignmentStatus is a worker's convergence state of one assignment, as
+// its entry in the workers bucket shows it (`manifold workers`).
+type AssignmentStatus struct {
+	Version uint64 `json:"version"`
+	// State is converged, repairing, drifted (noop), flapping or failed.
+	State converge.State `json:"state"`
+	Since time.Time      `json:"since"`
+	// Flapping lists the resources another writer keeps changing (their
+	// repairs are backed off).
+	Flapping []string `json:"flapping,omitempty"`
+	// LastRun is the last convergence run's ID, LastTrigger its trigger.
+	LastRun     string `json:"last_run,omitempty"`
+	LastTrigger string `json:"last_trigger,omitempty"`
+	// Polling is set when the resources' paths are not (all) watched:
+	// only interval checks see drift there.
+	Polling bool `json:"polling,omitempty"`
+}
+
+// assigner keeps a worker's assignments converged: it watches the
+// assignments bucket and runs one converge.Loop per assignment of the
+// worker's pools (whose where holds on its facts). Each convergence is a
+// run the worker asks the coordinators for (manifold.converge.<worker>).
+type assigner struct {
+	w   *Worker
+	log *slog.Logger
+	m   *assignMetrics
+
+	mu     sync.Mutex
+	loops  map[string]*assignLoop
+	status map[string]AssignmentStatus
+	wg     sync.WaitGroup
+}
+
+// assignLoop is the loop of one version of one assignment.
+type assignLoop struct {
+	a      bus.Assignment
+	first  converge.TriggerKind
+	cancel context.CancelFunc
+	done   chan struct{}
+	pw     *converge.PathWatcher // nil: not watched
+
+	mu    sync.Mutex
+	quiet map[string]time.Time // ref → hints ignored until (zero: while it runs)
+	seen  map[string]time.Time // ref → first hint not yet repaired
+}
+
+// ownWriteQuiet is how long after one of its own tasks a resource's
+// events are ignored: they are the run's own writes, not drift. An edit
+// in that window is seen by the next full check.
+const ownWriteQuiet = 250 * time.Millisecond
+
+func newAssigner(w *Worker) (*assigner, error) {
+	m, err := newAssignMetrics(w.cfg.MeterProvider, w.cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	return &assigner{w: w, log: w.log.With("component", "assignments"), m: m,
+		loops: map[string]*assignLoop{}, status: map[string]AssignmentStatus{}}, nil
+}
+
+// run watches the assignments until ctx ends, then stops every loop
+// (each after its run in progress, abandoned if the worker stops).
+func (s *assigner) run(ctx context.Context) {
+	defer s.stopAll()
+	synced := false
+	for ctx.Err() == nil {
+		updates, err := s.w.bus.WatchAssignments(ctx)
+		if err != nil {
+			s.log.Warn("assignments not watched; retrying", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+			}
+			continue
+		}
+		seen := map[string]bool{}
+		for u := range updates {
+			switch {
+			case u.Name == "" && u.Initial: // the stored ones are all in
+				s.mu.Lock()
+				var stopped []chan struct{}
+				for name := range s.loops {
+					if !seen[name] {
+						stopped = append(stopped, s.stopLocked(name))
+					}
+				}
+				s.mu.Unlock()
+				for _, done := range stopped {
+					<-done
+				}
+				synced = true
+				s.publish(ctx)
+			case u.Err != nil:
+				s.log.Warn("assignment ignored: unreadable", "assignment", u.Name, "error", u.Err)
+			case u.Assignment == nil:
+				s.mu.Lock()
+				done := s.stopLocked(u.Name)
+				s.mu.Unlock()
+				<-done
+				s.log.Info("unassigned: no longer kept converged", "assignment", u.Name)
+				s.publish(ctx)
+			default:
+				seen[u.Name] = true
+				s.take(ctx, *u.Assignment, synced)
+			}
+		}
+	}
+}
+
+// take starts, replaces or stops the loop of an assignment's version.
+func (s *assigner) take(ctx context.Context, a bus.Assignment, synced bool) {
+	mine, why := s.mine(a)
+	s.mu.Lock()
+	old := s.loops[a.Name]
+	if !mine {
+		done := s.stopLocked(a.Name)
+		s.mu.Unlock()
+		<-done
+		if old != nil {
+			s.log.Info("assignment no longer for this worker", "assignment", a.Name, "why", why)
+			s.publish(ctx)
+		}
+		return
+	}
+	if old != nil && old.a.Version == a.Version {
+		s.mu.Unlock()
+		return
+	}
+	first := converge.TriggerStart
+	switch {
+	case old != nil:
+		first = converge.TriggerChange
+	case synced:
+		first = converge.TriggerAssign
+	}
+	// The old version's run in progress ends first (never two runs of
+	// one assignment at once).
+	done := s.stopLocked(a.Name)
+	s.mu.Unlock()
+	<-done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.startLocked(ctx, a, first)
+}
+
+// mine reports whether a is for this worker: one of its pools, and its
+// where true over the worker's facts.
+func (s *assigner) mine(a bus.Assignment) (bool, string) {
+	if !slices.Contains(s.w.cfg.Pools, a.Pool) {
+		return false, "pool " + a.Pool + " is not one of this worker's"
+	}
+	if a.Where == "" {
+		return true, ""
+	}
+	ok, _, err := control(a.Where, "", template.Scope{Facts: s.w.facts(), Environ: environ()})
+	if err != nil {
+		s.log.Warn("assignment not taken: its where does not evaluate over this worker's facts", "assignment", a.Name, "where", a.Where, "error", err)
+		return false, "where: " + err.Error()
+	}
+	if !ok {
+		return false, "where is false over this worker's facts"
+	}
+	return true, ""
+}
+
+// startLocked starts the loop of a; s.mu is held.
+func (s *assigner) startLocked(ctx context.Context, a bus.Assignment, first converge.TriggerKind) {
+	lctx, cancel := context.WithCancel(ctx)
+	l := &assignLoop{a: a, first: first, cancel: cancel, done: make(chan struct{}),
+		quiet: map[string]time.Time{}, seen: map[string]time.Time{}}
+	raw := make(chan converge.Hint, 4096)
+	polling := false
+	if a.Watch {
+		pw, err := converge.NewPathWatcher(raw)
+		if err != nil {
+			s.log.Warn("assignment's paths not watched: drift is seen by interval checks only", "assignment", a.Name, "error", err)
+			polling = true
+		} else {
+			l.pw = pw
+		}
+	}
+	s.loops[a.Name] = l
+	s.status[a.Name] = AssignmentStatus{Version: a.Version, State: converge.StateRepairing, Since: time.Now().UTC(), Polling: polling}
+	s.log.Info("keeping an assignment converged", "assignment", a.Name, "version", a.Version, "trigger", string(first), "watch", a.Watch, "noop", a.Noop)
+	hints := make(chan converge.Hint, 4096)
+	s.wg.Go(func() { // hints: the run's own writes dropped, first sightings kept
+		defer close(hints)
+		for {
+			select {
+			case <-lctx.Done():
+				return
+			case h := <-raw:
+				if !h.All && !l.admit(h.Key) {
+					continue
+				}
+				s.m.drift(lctx, h.Key)
+				select {
+				case hints <- h:
+				case <-lctx.Done():
+					return
+				}
+			}
+		}
+	})
+	cfg := converge.LoopConfig{
+		Interval: time.Duration(a.IntervalMS) * time.Millisecond, HealthInterval: time.Duration(a.HealthIntervalMS) * time.Millisecond,
+		Noop: a.Noop, Logger: s.log.With("assignment", a.Name, "version", a.Version),
+		OnStatus: func(st converge.Status) { s.setStatus(lctx, l, st) },
+	}
+	runner := &assignRunner{s: s, l: l, stop: lctx}
+	s.wg.Go(func() {
+		defer close(l.done)
+		if err := converge.Loop(lctx, cfg, runner, hints); err != nil {
+			s.log.Error("assignment loop ended", "assignment", a.Name, "error", err)
+		}
+		if l.pw != nil {
+			_ = l.pw.Close()
+		}
+	})
+}
+
+// stopLocked stops the loop of name (s.mu is held) and forgets its state.
+// The returned channel is closed once the loop's run in progress has
+// ended (or been abandoned): wait for it without holding s.mu.
+func (s *assigner) stopLocked(name string) chan struct{} {
+	l := s.loops[name]
+	if l == nil {
+		closed := make(chan struct{})
+		close(closed)
+		return closed
+	}
+	delete(s.loops, name)
+	delete(s.status, name)
+	l.cancel()
+	return l.done
+}
+
+func (s *assigner) stopAll() {
+	s.mu.Lock()
+	for name := range s.loops {
+		s.stopLocked(name)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// setStatus records a loop's status (if the loop is still current) and
+// publishes it at once.
+func (s *assigner) setStatus(ctx context.Context, l *assignLoop, st converge.Status) {
+	s.mu.Lock()
+	if s.loops[l.a.Name] != l {
+		s.mu.Unlock()
+		return
+	}
+	cur := s.status[l.a.Name]
+	for _, k := range st.Flapping {
+		if !slices.Contains(cur.Flapping, k) {
+			s.m.flapping(ctx, k)
+		}
+	}
+	cur.State, cur.Since, cur.Flapping = st.State, st.Since.UTC(), st.Flapping
+	cur.Polling = cur.Polling || st.Polling
+	s.status[l.a.Name] = cur
+	s.mu.Unlock()
+	s.publish(ctx)
+}
+
+// snapshot returns the status of every assignment kept here.
+func (s *assigner) snapshot() map[string]AssignmentStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.status) == 0 {
+		return nil
+	}
+	return maps.Clone(s.status)
+}
+
+// publish writes the worker's entry now, so a change of state is seen at
+// once rather than at the next heartbeat.
+func (s *assigner) publish(ctx context.Context) {
+	if err := s.w.register(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("convergence state not published", "error", err)
+	}
+}
+
+// loop returns the loop of an assignment run's task, when the task is
+// pinned to this worker.
+func (s *assigner) loop(task bus.Task) *assignLoop {
+	if task.Assignment == "" || task.Pool != bus.PinnedPool(s.w.cfg.Name) || task.HealthCheckOnly {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loops[task.Assignment]
+}
+
+// executing marks ref as being executed: its events are the run's own.
+// The returned func ends that after ownWriteQuiet and watches the built
+// resource's paths (resources.Watcher), keyed by ref.
+func (s *assigner) executing(task bus.Task) func(resources.Resource) {
+	l := s.loop(task)
+	if l == nil {
+		return func(resources.Resource) {}
+	}
+	ref := task.Resource.Ref()
+	l.mu.Lock()
+	l.quiet[ref] = time.Time{}
+	l.mu.Unlock()
+	return func(res resources.Resource) {
+		if l.pw != nil {
+			if wt, ok := res.(resources.Watcher); ok {
+				if targets := wt.WatchTargets(); len(targets) > 0 {
+					if err := l.pw.Set(ref, targets); err != nil {
+						s.log.Warn("resource not watched: drift is seen by interval checks", "assignment", l.a.Name, "resource", ref, "error", err)
+					}
+				}
+			}
+		}
+		l.mu.Lock()
+		l.quiet[ref] = time.Now().Add(ownWriteQuiet)
+		l.mu.Unlock()
+	}
+}
+
+// admit reports whether a hint of ref is drift rather than the run's own
+// write, and notes when drift of ref was first seen.
+func (l *assignLoop) admit(ref string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if until, ok := l.quiet[ref]; ok {
+		if until.IsZero() || time.Now().Before(until) {
+			return false
+		}
+		delete(l.quiet, ref)
+	}
+	if _, ok := l.seen[ref]; !ok {
+		l.seen[ref] = time.Now()
+	}
+	return true
+}
+
+// repaired forgets when drift of refs was first seen and returns how long
+// ago that was, for the refs that had been hinted.
+func (l *assignLoop) repaired(refs []string) []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []time.Duration
+	for _, r := range refs {
+		if at, ok := l.seen[r]; ok {
+			out = append(out, time.Since(at))
+			delete(l.seen, r)
+		}
+	}
+	return out
+}
+
+// assignRunner runs one convergence of an assignment: a request to the
+// coordinators, answered when the run has ended.
+type assignRunner struct {
+	s       *assigner
+	l       *assignLoop
+	stop    context.Context // the loop's: a stopping worker abandons the wait
+	started bool
+}
+
+// Converge implements converge.Runner.
+func (r *assignRunner) Converge(ctx context.Context, t converge.Trigger) (converge.RunResult, error) {
+	s, a := r.s, r.l.a
+	kind := t.Kind
+	if !r.started && kind == converge.TriggerStart {
+		kind = r.l.first
+	}
+	r.started = true
+	timeout := cmp.Or(s.w.cfg.ConvergeTimeout, DefaultConvergeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	defer context.AfterFunc(r.stop, cancel)()
+	ctx, span := s.w.tracer.Start(ctx, "converge "+a.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("manifold.assignment", a.Name),
+		attribute.Int64("manifold.assignment_version", int64(a.Version)),
+		attribute.String("manifold.trigger", string(kind)),
+		attribute.Int("manifold.only", len(t.Keys)),
+		attribute.Bool("manifold.health_check_only", t.HealthOnly),
+		attribute.String("manifold.worker", s.w.cfg.Name),
+	))
+	defer span.End()
+	req := bus.ConvergeRequest{V: bus.Version, Assignment: a.Name, Version: a.Version, Trigger: string(kind),
+		Only: t.Keys, Why: t.Why, HealthCheckOnly: t.HealthOnly}
+	data, err := json.Marshal(req)
+	if err != nil {
+		return converge.RunResult{}, err
+	}
+	msg := nats.NewMsg(bus.ConvergeSubject(s.w.cfg.Name))
+	msg.Data = data
+	bus.InjectTrace(ctx, msg.Header)
+	resp, err := s.w.bus.Conn().RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			err = errors.New("no coordinator answers")
+		}
+		span.SetStatus(codes.Error, err.Error())
+		return converge.RunResult{}, fmt.Errorf("converge %s (%s): %w", a.Name, kind, err)
+	}
+	var rep bus.ConvergeReply
+	if err := json.Unmarshal(resp.Data, &rep); err != nil {
+		return converge.RunResult{}, fmt.Errorf("converge %s: reply: %w", a.Name, err)
+	}
+	if rep.ErrorReply.Error != nil {
+		span.SetStatus(codes.Error, rep.ErrorReply.Error.Error())
+		return converge.RunResult{}, fmt.Errorf("converge %s (%s): %w", a.Name, kind, rep.ErrorReply.Error)
+	}
+	span.SetAttributes(attribute.String("manifold.run_id", rep.RunID), attribute.String("manifold.status", rep.Status),
+		attribute.Int("manifold.changed", len(rep.Changed)), attribute.Int("manifold.failed", len(rep.Failed)))
+	s.m.ran(ctx, kind, rep)
+	if !a.Noop && !t.HealthOnly {
+		for _, d := range r.l.repaired(rep.Changed) {
+			s.m.repairTime.Record(ctx, d.Seconds(), metric.WithAttributes(s.m.worker))
+		}
+		r.l.repaired(rep.Stable) // drift hinted but already gone
+	}
+	s.mu.Lock()
+	if s.loops[a.Name] == r.l {
+		st := s.status[a.Name]
+		st.LastRun, st.LastTrigger = rep.RunID, string(kind)
+		s.status[a.Name] = st
+	}
+	s.mu.Unlock()
+	s.log.Info("convergence run ended", "assignment", a.Name, "run_id", rep.RunID, "trigger", string(kind),
+		"status", rep.Status, "changed", len(rep.Changed), "failed", len(rep.Failed))
+	if rep.Status == "failed" && len(rep.Failed) == 0 && rep.Error != "" {
+		return converge.RunResult{}, fmt.Errorf("run %s: %s", rep.RunID, rep.Error)
+	}
+	return converge.RunResult{Changed: rep.Changed, Failed: rep.Failed, Stable: rep.Stable, Critical: rep.Critical}, nil
+}
+
+// assignMetrics are the convergence instruments.
+type assignMetrics struct {
+	driftEvents metric.Int64Counter
+	repairTime  metric.Float64Histogram
+	repairs     metric.Int64Counter
+	runs        metric.Int64Counter
+	flaps       metric.Int64Counter
+	worker      attribute.KeyValue
+}
+
+func newAssignMetrics(mp metric.MeterProvider, name string) (*assignMetrics, error) {
+	meter := mp.Meter("github.com/manifold-run/manifold/worker")
+	m := &assignMetrics{worker: attribute.String("worker", name)}
+	var err error
+	if m.driftEvents, err = meter.Int64Counter("manifold.converge.drift_events", metric.WithUnit("{event}"),
+		metric.WithDescription("Drift hinted by events, by resource type (overflows: type all).")); err != nil {
+		return nil, err
+	}
+	if m.repairTime, err = meter.Float64Histogram("manifold.converge.repair.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from the first event hinting a resource's drift to its repaired outcome.")); err != nil {
+		return nil, err
+	}
+	if m.repairs, err = meter.Int64Counter("manifold.converge.repairs", metric.WithUnit("{resource}"),
+		metric.WithDescription("Resources a convergence run changed (repaired), by trigger.")); err != nil {
+		return nil, err
+	}
+	if m.runs, err = meter.Int64Counter("manifold.converge.runs", metric.WithUnit("{run}"),
+		metric.WithDescription("Convergence runs of assignments, by trigger and status.")); err != nil {
+		return nil, err
+	}
+	if m.flaps, err = meter.Int64Counter("manifold.converge.flapping", metric.WithUnit("{resource}"),
+		metric.WithDescription("Resources found flapping (another writer fighting manifold; repairs backed off).")); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *assignMetrics) drift(ctx context.Context, ref string) {
+	typ, _, ok := strings.Cut(ref, "#")
+	if !ok || ref == "" {
+		typ = "all"
+	}
+	m.driftEvents.Add(ctx, 1, metric.WithAttributes(m.worker, attribute.String("resource.type", typ)))
+}
+
+func (m *assignMetrics) ran(ctx context.Context, kind converge.TriggerKind, rep bus.ConvergeReply) {
+	trig := attribute.String("trigger", string(kind))
+	m.runs.Add(ctx, 1, metric.WithAttributes(m.worker, trig, attribute.String("status", rep.Status)))
+	if len(rep.Changed) > 0 {
+		m.repairs.Add(ctx, int64(len(rep.Changed)), metric.WithAttributes(m.worker, trig))
+	}
+}
+
+func (m *assignMetrics) flapping(ctx context.Context, ref string) {
+	typ, _, _ := strings.Cut(ref, "#")
+	m.flaps.Add(ctx, 1, metric.WithAttributes(m.worker, attribute.String("resource.type", typ)))
+}
