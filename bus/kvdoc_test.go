@@ -57,6 +57,10 @@ authorization {
 
 func connectUser(t *testing.T, srv *bus.Server, user, password string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
+	if user == "worker" || user == "granted" {
+		// The worker role reads replies under its own inbox prefix only.
+		opts = append(opts, nats.CustomInboxPrefix(bus.WorkerInboxPrefix))
+	}
 	nc, err := nats.Connect(srv.ClientURL(), append(opts, nats.UserInfo(user, password))...)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
