@@ -35,7 +35,7 @@ func checkSyntax(m *schemas.Manifest) schemas.Errors {
 			if errors.As(err, &pe) {
 				field, err = field+"."+pe.Path, pe.Err
 			}
-			errs = append(errs, &schemas.Error{Pos: r.Pos, Path: r.Path + "." + field, Message: err.Error()})
+			errs = append(errs, &schemas.Error{Pos: r.Pos, Path: r.Path + "." + field, Message: err.Error(), Err: err})
 		}
 		add("name", template.Check(r.Name))
 		add("alias", template.Check(r.Alias))
@@ -82,7 +82,7 @@ func guard(expr string) string {
 func checkProperties(m *schemas.Manifest, scope template.Scope) schemas.Errors {
 	var errs schemas.Errors
 	add := func(r schemas.Resource, err error) {
-		errs = append(errs, &schemas.Error{Pos: r.Pos, Path: r.Path, Message: err.Error()})
+		errs = append(errs, &schemas.Error{Pos: r.Pos, Path: r.Path, Message: err.Error(), Err: err})
 	}
 	for _, r := range m.Resources {
 		switch {

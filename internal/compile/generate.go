@@ -45,7 +45,7 @@ func messages(m *schemas.Manifest, scope template.Scope) (pre, post string, err 
 	var errs schemas.Errors
 	render := func(key, s string) string {
 		if err := template.Check(s); err != nil {
-			errs = append(errs, &schemas.Error{Pos: schemas.Position{File: m.Path}, Path: key, Message: err.Error()})
+			errs = append(errs, &schemas.Error{Pos: schemas.Position{File: m.Path}, Path: key, Message: err.Error(), Err: err})
 			return ""
 		}
 		v, err := template.Render(s, scope)
@@ -53,7 +53,7 @@ func messages(m *schemas.Manifest, scope template.Scope) (pre, post string, err 
 			return s // a fact this host does not have: shown as written
 		}
 		if err != nil {
-			errs = append(errs, &schemas.Error{Pos: schemas.Position{File: m.Path}, Path: key, Message: err.Error()})
+			errs = append(errs, &schemas.Error{Pos: schemas.Position{File: m.Path}, Path: key, Message: err.Error(), Err: err})
 			return ""
 		}
 		return fmt.Sprint(v)

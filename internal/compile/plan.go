@@ -172,7 +172,7 @@ func renderNames(m *schemas.Manifest, data map[string]any, deadline time.Time) s
 		}
 		v, err := template.Render(*s, scope)
 		if err != nil {
-			e := &schemas.Error{Pos: r.Pos, Path: r.Ref() + "." + field, Message: err.Error()}
+			e := &schemas.Error{Pos: r.Pos, Path: r.Ref() + "." + field, Message: err.Error(), Err: err}
 			var missing *template.MissingKeyError
 			if errors.As(err, &missing) && !strings.HasPrefix(strings.ToLower(missing.Path), "data.") {
 				e.Message, e.Err = fmt.Sprintf("%v: %v", ErrFactInName, err), ErrFactInName

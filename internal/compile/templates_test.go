@@ -106,14 +106,21 @@ func TestScaffoldValidSourcePasses(t *testing.T) {
 }
 
 // The recursive template that overflowed the stack of any process
-// compiling it is an invalid manifest now.
+// compiling it is an invalid manifest now, its error still a
+// template.ErrLimit (in a name, rendered before the run, and in a
+// property, rendered to validate it).
 func TestRecursiveTemplateIsAnError(t *testing.T) {
 	t.Parallel()
-	src := "data:\n  x: 1\nresources:\n  - file:\n      - \"{{ jet('[[ block r() ]][[ yield r() ]][[ end ]]') }}\":\n          content: x\n"
-	_, err := Source("m.yaml", []byte(src), Opts{})
-	require.ErrorContains(t, err, template.ErrLimit.Error())
-	require.ErrorContains(t, err, "nested more than 1000 deep")
-	require.ErrorContains(t, err, "m.yaml:5:")
+	const jet = "{{ jet('[[ block r() ]][[ yield r() ]][[ end ]]') }}"
+	for name, src := range map[string]string{
+		"name":     "data:\n  x: 1\nresources:\n  - file:\n      - \"" + jet + "\":\n          content: x\n",
+		"property": "data:\n  x: 1\nresources:\n  - file:\n      - /tmp/x:\n          content: \"" + jet + "\"\n",
+	} {
+		_, err := Source("m.yaml", []byte(src), Opts{})
+		require.ErrorIs(t, err, template.ErrLimit, name)
+		require.ErrorContains(t, err, "nested more than 1000 deep", name)
+		require.ErrorContains(t, err, "m.yaml:5:", name)
+	}
 }
 
 // A compilation's templates share its deadline.
@@ -122,6 +129,7 @@ func TestCompileDeadline(t *testing.T) {
 	src := "data:\n  l: [" + repeatList(3000) + "]\nresources:\n  - file:\n      - \"/tmp/{{ jet('[[ range Data.l ]][[ range Data.l ]][[ range Data.l ]][[ end ]][[ end ]][[ end ]]') }}\":\n          content: x\n"
 	start := time.Now()
 	_, err := Source("m.yaml", []byte(src), Opts{Deadline: time.Now().Add(300 * time.Millisecond)})
+	require.ErrorIs(t, err, template.ErrLimit)
 	require.ErrorContains(t, err, "took longer than")
 	require.Less(t, time.Since(start), 5*time.Second)
 }
