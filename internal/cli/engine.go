@@ -132,7 +132,8 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 // startWorker starts the engine's worker (once).
 func (e *embedded) startWorker(ctx context.Context, o embeddedOpts) error {
 	w, err := worker.New(worker.Config{Bus: e.bus, Registry: workerRegistry(e.bus), Logger: o.Logger,
-		Name: "embedded", Concurrency: o.Concurrency, Version: Version, Facts: o.Facts, DebtDir: worker.DefaultDebtDir()})
+		Name: "embedded", Concurrency: o.Concurrency, Version: Version, Facts: o.Facts, DebtDir: worker.DefaultDebtDir(),
+		DisableAssignments: true}) // apply --watch runs its own loop (watch.go)
 	if err != nil {
 		return err
 	}

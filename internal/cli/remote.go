@@ -209,7 +209,10 @@ func runRuns(ctx context.Context, st IO, args []string) int {
 
 const workersAbout = `Lists the live workers (registered in the workers bucket, with a TTL
 heartbeat): name, pools, concurrency, running tasks, version, when last
-seen and a facts summary.`
+seen, the convergence state of each assignment it keeps (name@version:
+converged, repairing, drifted, flapping or failed; in json
+"assignments": {name: {version, state, since, flapping, last_run,
+last_trigger}}) and a facts summary.`
 
 // workersReply is the JSON `manifold workers --output json` prints.
 type workersReply struct {
@@ -253,10 +256,10 @@ func runWorkers(ctx context.Context, st IO, args []string) int {
 		return ExitOK
 	}
 	tw := tabwriter.NewWriter(st.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tPOOLS\tCONCURRENCY\tRUNNING\tVERSION\tLAST SEEN\tFACTS")
+	fmt.Fprintln(tw, "NAME\tPOOLS\tCONCURRENCY\tRUNNING\tVERSION\tLAST SEEN\tASSIGNMENTS\tFACTS")
 	for _, w := range out.Workers {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s ago\t%s\n", w.Name, strings.Join(w.Pools, ","), w.Concurrency,
-			len(w.Running), cmp.Or(w.Version, "-"), time.Since(w.Seen).Round(time.Second), factsSummary(w.Facts))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s ago\t%s\t%s\n", w.Name, strings.Join(w.Pools, ","), w.Concurrency,
+			len(w.Running), cmp.Or(w.Version, "-"), time.Since(w.Seen).Round(time.Second), assignmentsSummary(w.Assignments), factsSummary(w.Facts))
 	}
 	_ = tw.Flush()
 	return ExitOK

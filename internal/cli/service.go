@@ -199,6 +199,8 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 	cf.registerFacts(fs)
 	fs.DurationVar(&cfg.FactsInterval, "facts-interval", worker.DefaultFactsInterval, "how often the facts are gathered again (never per task)")
 	fs.DurationVar(&drainTimeout, "drain-timeout", 0, "on shutdown, cancel tasks still running after this long (0: wait for them)")
+	assignments := true
+	fs.BoolVar(&assignments, "assignments", true, "keep the assignments of this worker's pools converged (manifold assign)")
 	if code, ok := parseNone(fs, st, "worker", args); !ok {
 		return code
 	}
@@ -207,6 +209,7 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 		return ExitInvalid
 	}
 	cfg.Pools = pools
+	cfg.DisableAssignments = !assignments
 	if len(cfg.Pools) == 0 {
 		cfg.Pools = []string{bus.DefaultPool}
 	}
