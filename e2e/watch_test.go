@@ -201,3 +201,123 @@ resources:
 		t.Fatalf("after the repair: %q", got)
 	}
 }
+
+// TestApplyWatchStormIsCoalesced: 2,000 edits of 40 managed files in a
+// burst give a bounded number of repair runs, and every file ends
+// repaired (the benchmark measures 10,000).
+func TestApplyWatchStormIsCoalesced(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const files, rounds = 40, 50
+	var b strings.Builder
+	b.WriteString("resources:\n  - file:\n")
+	paths := make([]string, files)
+	for i := range paths {
+		paths[i] = filepath.Join(dir, fmt.Sprintf("f%03d", i))
+		fmt.Fprintf(&b, "      - %s:\n          content: \"v\\n\"\n", paths[i])
+	}
+	manifest := writeFile(t, dir, "site.yaml", b.String())
+	p := start(t, runOpts{dir: dir}, "apply", "--watch", "--output", "json", manifest)
+	waitOutput(t, p, `"trigger":"start"`, 60*time.Second)
+	for r := range rounds {
+		for _, path := range paths {
+			if err := os.WriteFile(path, []byte(fmt.Sprintf("edit %d\n", r)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Every file is repaired, by runs that each hold every file at most
+	// once; far fewer runs than edits.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ok := true
+		for _, path := range paths {
+			if b, err := os.ReadFile(path); err != nil || string(b) != "v\n" {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("files not all repaired within 60s")
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("manifold exited: %s", p.Stderr())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := p.stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, line := range strings.Split(strings.TrimSpace(p.Stdout()), "\n") {
+		var r report
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("not a JSON line: %q", line)
+		}
+		if r.Trigger != "drift" {
+			continue
+		}
+		runs++
+		seen := map[string]bool{}
+		for _, res := range r.Resources {
+			if seen[res.Ref] {
+				t.Fatalf("run %s checks %s twice", r.RunID, res.Ref)
+			}
+			seen[res.Ref] = true
+		}
+	}
+	if runs == 0 || runs > files*rounds/20 {
+		t.Fatalf("%d repair runs for %d edits, want between 1 and %d", runs, files*rounds, files*rounds/20)
+	}
+	t.Logf("%d edits of %d files: %d repair runs", files*rounds, files, runs)
+}
+
+// TestApplyWatchFightIsBackedOff: another writer keeps changing a managed
+// file; manifold repairs it a few times, then backs off and says the file
+// is flapping, instead of spinning.
+func TestApplyWatchFightIsBackedOff(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	target := filepath.Join(dir, "contested")
+	manifest := writeFile(t, dir, "site.yaml", fmt.Sprintf(`
+resources:
+  - file:
+      - %s:
+          content: "mine\n"
+`, target))
+	p := start(t, runOpts{dir: dir}, "apply", "--watch", manifest)
+	waitOutput(t, p, "watching:", 60*time.Second)
+	stop := make(chan struct{})
+	fought := make(chan int)
+	go func() { // the other writer: puts its content back whenever it is gone
+		n := 0
+		for {
+			select {
+			case <-stop:
+				fought <- n
+				return
+			default:
+			}
+			if b, _ := os.ReadFile(target); string(b) != "theirs\n" {
+				_ = os.WriteFile(target, []byte("theirs\n"), 0o644)
+				n++
+			}
+			time.Sleep(time.Millisecond) // the other writer's own pace, not a synchronisation
+		}
+	}()
+	waitOutput(t, p, "flapping: [file#"+target+"]", 30*time.Second)
+	close(stop)
+	<-fought
+	repairs := strings.Count(p.Stdout(), "changed      file#"+target)
+	if err := p.stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Damped: the first repairs of the window (3), then one per back-off.
+	if repairs > 8 {
+		t.Fatalf("%d repairs before flapping was reported: not backed off\n%s", repairs, p.Stdout())
+	}
+}
