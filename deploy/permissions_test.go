@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -195,6 +196,20 @@ func TestRolePermissions(t *testing.T) {
 	}
 	code, out = run(t, client("cancel", report.RunID)...)
 	require.NotEqual(t, 3, code, "cancel of a finished run should be refused by the coordinator, not fail on the bus:\n%s", out)
+	// Assignments: the client assigns, lists and unassigns; the worker
+	// watches and reads them and asks the coordinators for its runs.
+	code, out = run(t, client("assign", "--pool", "default", "--interval", "1h", "--data", "dir="+dir+"/e", "hello", manifest)...)
+	require.Equal(t, 0, code, out)
+	require.True(t, waitAssignment(t, url, "hello", func(state string) bool { return state == "converged" }),
+		"the worker did not converge assignment hello; violations: %v\nworker:\n%s\ncoordinator:\n%s", violations.take(), work.logs(), coord.logs())
+	require.FileExists(t, filepath.Join(dir, "e", "motd"))
+	code, out = run(t, client("assignments")...)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "hello")
+	code, out = run(t, client("unassign", "hello")...)
+	require.Equal(t, 0, code, out)
+	require.True(t, waitAssignment(t, url, "hello", func(state string) bool { return state == "" }),
+		"the worker did not drop assignment hello; worker:\n%s", work.logs())
 
 	// Clean shutdown: the worker deregisters, the coordinator hands off.
 	work.stop(t, "worker")
@@ -209,10 +224,11 @@ func TestRolePermissions(t *testing.T) {
 		{"client", "manifold.outcomes.r1"},   // only workers report outcomes
 		{"client", "$KV.manifold-runs.r1"},   // run records are the coordinator's
 		{"client", "$JS.API.STREAM.DELETE.MANIFOLD_TASKS"},
-		{"worker", "manifold.runs.submit"},     // workers do not start runs
-		{"worker", "manifold.api.runs.cancel"}, // nor use the API
-		{"worker", "$KV.manifold-runs.r1"},     // nor touch run records
-		{"worker", "$KV.manifold-cancels.r1"},  // nor cancel runs
+		{"worker", "manifold.runs.submit"},        // workers do not start runs
+		{"worker", "manifold.api.runs.cancel"},    // nor use the API
+		{"worker", "$KV.manifold-runs.r1"},        // nor touch run records
+		{"worker", "$KV.manifold-cancels.r1"},     // nor cancel runs
+		{"worker", "$KV.manifold-assignments.a1"}, // workers only read assignments
 		{"worker", "$JS.API.STREAM.CREATE.MANIFOLD_X"},
 		// Tasks sent by reference are written by coordinators alone.
 		{"worker", "$O.manifold-tasks.M.task-sha256-x"},
@@ -247,5 +263,42 @@ func TestRolePermissions(t *testing.T) {
 		require.NoError(t, nc.Flush())
 		got := violations.take()
 		require.Len(t, got, 1, "%s subscribing to %s: want one violation", s.role, s.subject)
+	}
+}
+
+// waitAssignment watches the workers bucket (as the coordinator) until a
+// worker's state of the assignment satisfies ok ("" when it has none),
+// for up to 30s.
+func waitAssignment(t *testing.T, url, name string, ok func(state string) bool) bool {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.UserInfo("coordinator", natsEnv["MANIFOLD_COORDINATOR_PASSWORD"]))
+	require.NoError(t, err)
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	kv, err := js.KeyValue(ctx, "manifold-workers")
+	require.NoError(t, err)
+	w, err := kv.WatchAll(ctx)
+	require.NoError(t, err)
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case e := <-w.Updates():
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var reg struct {
+				Assignments map[string]struct {
+					State string `json:"state"`
+				} `json:"assignments"`
+			}
+			if json.Unmarshal(e.Value(), &reg) == nil && ok(reg.Assignments[name].State) {
+				return true
+			}
+		}
 	}
 }
