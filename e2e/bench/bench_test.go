@@ -181,6 +181,7 @@ func TestMainRefusesBadFlags(t *testing.T) {
 		{"--fleet-hosts", "20001"},
 		{"--fleet-resources", "1001"},
 		{"--fleet-runs", "101"},
+		{"--fleet-executor", "disk"},
 		{"extra"},
 	} {
 		var out, errw strings.Builder

@@ -31,7 +31,9 @@ type FleetResult struct {
 	// MaxConsumers is the server's default_max_consumers (0: its
 	// default).
 	MaxConsumers int
-	Rows         []*FleetRow
+	// Executor is how the hosts apply files.
+	Executor string
+	Rows     []*FleetRow
 }
 
 // FleetRow is the figures of one fleet size.
@@ -146,7 +148,7 @@ func fleetYAML(n int) string {
 // and coordinator.
 func (h *harness) runFleet(ctx context.Context) (*FleetResult, error) {
 	cfg := h.cfg
-	res := &FleetResult{Resources: cfg.FleetResources, Runs: cfg.FleetRuns, PerProcess: cfg.FleetPerProcess, LiveRuns: cfg.FleetLiveRuns, MaxConsumers: cfg.FleetMaxConsumers}
+	res := &FleetResult{Resources: cfg.FleetResources, Runs: cfg.FleetRuns, PerProcess: cfg.FleetPerProcess, LiveRuns: cfg.FleetLiveRuns, MaxConsumers: cfg.FleetMaxConsumers, Executor: cfg.FleetExecutor}
 	if err := raiseFileLimit(2*slices.Max(cfg.FleetHosts) + 4096); err != nil {
 		h.log.Warn("open files limit not raised", "error", err)
 	}
@@ -272,7 +274,7 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 		h.log.Info("fleet run", "hosts", n, "run", i+1, "wall", r.wall, "run_time", r.runTime, "report", r.reportWall, "report_error", r.reportErr,
 			"server_rss_mb", last(row.ServerRSSKiB)/1024, "coordinator_cpu", last(row.CoordCPU),
 			"server_cpu", last(row.ServerCPU), "hosts_cpu", last(row.HostsCPU))
-		if i == 0 {
+		if i == 0 && cfg.FleetExecutor == ExecutorFile {
 			if row.Err = verifyFleet(root, n, cfg.FleetResources); row.Err != nil {
 				return row
 			}
@@ -288,7 +290,8 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 // fleetRun submits `manifold run --each-worker --pool fleet M` and waits
 // for the run's run_finished event (a core NATS subscription, as a
 // follower): the wall time runs from the client's start to that event.
-// Every host's child run must have succeeded. Then `manifold status
+// The run must have succeeded (it fails when a host's child run fails).
+// Then `manifold status
 // --output json RUN` fetches the whole report, timed apart: its failure
 // is recorded, not fatal.
 func (c *cluster) fleetRun(ctx context.Context, m string, n int) (fleetRunResult, error) {
@@ -349,8 +352,11 @@ func (c *cluster) fleetRun(ctx context.Context, m string, n int) (fleetRunResult
 			failed = append(failed, ev.Manifest+": "+ev.Error)
 		}
 	}
+	// Events are at most once (core NATS): the run's own status, which
+	// fails when a child fails, is what counts; missed child events are
+	// only logged.
 	if succeeded != n {
-		return res, fmt.Errorf("run %s: %d child runs succeeded, want one per host (%d)", id, succeeded, n)
+		c.h.log.Warn("fleet run: run_finished events of child runs missed", "run_id", id, "seen", succeeded, "hosts", n)
 	}
 	rs := c.h.run.run(ctx, 5*time.Minute, "", c.h.manifold, "status", "--server", c.url, "--output", "json", id)
 	res.reportWall, res.reportErr = rs.wall, rs.err
@@ -413,7 +419,7 @@ func (c *cluster) startHosts(ctx context.Context, n int, root, caches string) (i
 			return procs, fmt.Errorf("bench: %w", err)
 		}
 		args := []string{fleetHostsCommand, "--server", c.url, "--first", strconv.Itoa(first),
-			"--n", strconv.Itoa(count), "--root", root, "--cache-dir", caches, "--pool", fleetPool}
+			"--n", strconv.Itoa(count), "--root", root, "--cache-dir", caches, "--pool", fleetPool, "--executor", c.h.cfg.FleetExecutor}
 		if c.opts.profileDir != "" {
 			args = append(args, "--cpu-profile", filepath.Join(c.opts.profileDir, name+"-"+c.opts.label+".pprof"))
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manifold-run/manifold/resources"
 	"github.com/manifold-run/manifold/schemas"
 )
 
@@ -20,6 +21,37 @@ func TestFleetManifestParses(t *testing.T) {
 	}
 	if len(m.Resources) != 3 || m.Resources[2].Name != "/manifold-fleet/f002.conf" || m.Resources[2].Type != "file" {
 		t.Fatalf("resources %+v", m.Resources)
+	}
+}
+
+func TestHostRegistries(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, fleetDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := resources.Spec{Type: "file", Name: fleetFile(0), Ensure: "present", Properties: map[string]any{"content": "host-00001 file 0\n"}}
+	for _, tc := range []struct {
+		name string
+		reg  *resources.Registry
+	}{{"file", hostRegistry(root)}, {"memory", memoryRegistry()}} {
+		for i, want := range []bool{true, false} {
+			r, err := tc.reg.New(spec)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			out := resources.Execute(t.Context(), r, &resources.Env{})
+			if out.Err != nil || out.Changed != want {
+				t.Fatalf("%s, apply %d: changed %v, %v; want changed %v", tc.name, i+1, out.Changed, out.Err, want)
+			}
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(root, fleetFile(0)))
+	if err != nil || string(b) != "host-00001 file 0\n" {
+		t.Fatalf("the file executor wrote %q, %v under the host's root", b, err)
+	}
+	if _, err := hostRegistry(root).New(resources.Spec{Type: "file", Name: "relative"}); err == nil {
+		t.Error("a relative path was accepted")
 	}
 }
 

@@ -33,7 +33,10 @@ func fleetReadyLine(n int) string { return fmt.Sprintf("ready %d", n) }
 // hostConfig is the command line of a host process.
 type hostConfig struct {
 	server, creds, root, cacheDir, pool, cpuProfile string
-	first, n                                        int
+	// executor is file (real files under the host's root) or memory
+	// (the file type's contents kept in the process: no disk).
+	executor string
+	first, n int
 }
 
 // fleetHostsMain runs a host process: n simulated hosts, host-<first> to
@@ -53,11 +56,13 @@ func fleetHostsMain(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&hc.cacheDir, "cache-dir", "", "directory of the hosts' bundle caches (host-NNNNN/ each)")
 	fs.StringVar(&hc.pool, "pool", fleetPool, "pool every host takes")
 	fs.StringVar(&hc.cpuProfile, "cpu-profile", "", "write a CPU profile of this process")
+	fs.StringVar(&hc.executor, "executor", ExecutorFile, "file: real files under each host's root; memory: file contents kept in memory (no disk)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if hc.server == "" || hc.root == "" || hc.cacheDir == "" || hc.n < 1 || hc.first < 1 || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "benchrun fleet-hosts: --server, --root and --cache-dir are required, --n and --first at least 1, no arguments")
+	if hc.server == "" || hc.root == "" || hc.cacheDir == "" || hc.n < 1 || hc.first < 1 || fs.NArg() > 0 ||
+		(hc.executor != ExecutorFile && hc.executor != ExecutorMemory) {
+		fmt.Fprintln(stderr, "benchrun fleet-hosts: --server, --root and --cache-dir are required, --n and --first at least 1, --executor file or memory, no arguments")
 		return 2
 	}
 	if hc.cpuProfile != "" {
@@ -124,7 +129,11 @@ func startHost(ctx context.Context, hc hostConfig, i int, log *slog.Logger) (*si
 		nc.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	w, err := worker.New(worker.Config{Bus: b, Registry: hostRegistry(root), Name: name, Pools: []string{hc.pool},
+	reg := hostRegistry(root)
+	if hc.executor == ExecutorMemory {
+		reg = memoryRegistry()
+	}
+	w, err := worker.New(worker.Config{Bus: b, Registry: reg, Name: name, Pools: []string{hc.pool},
 		Concurrency: 1, Logger: log, Version: "bench", CacheDir: filepath.Join(hc.cacheDir, name),
 		Facts: map[string]any{"node": name, "role": "fleet", "index": i}})
 	if err != nil {
@@ -167,4 +176,55 @@ func hostRegistry(root string) *resources.Registry {
 		return file.New(spec)
 	}, resources.WithProperties(file.Properties{}))
 	return r
+}
+
+// Executors of simulated hosts.
+const (
+	// ExecutorFile writes real files under each host's root.
+	ExecutorFile = "file"
+	// ExecutorMemory keeps the file type's contents in the host's memory.
+	ExecutorMemory = "memory"
+)
+
+// memoryRegistry is a simulated host's registry whose file type keeps
+// contents in memory: check, apply and the engine's re-check compare and
+// store a map entry (templates are rendered, outcomes reported, as for
+// real files), so a run costs the control plane and no disk.
+func memoryRegistry() *resources.Registry {
+	var files sync.Map // path → content
+	r := resources.NewRegistry()
+	r.Register(file.Type, func(spec resources.Spec) (resources.Resource, error) {
+		var p file.Properties
+		if err := resources.DecodeProperties(spec.Properties, &p); err != nil {
+			return nil, err
+		}
+		f := &memFile{files: &files, path: spec.Name}
+		if p.Content != nil {
+			f.content = *p.Content
+		}
+		return f, nil
+	}, resources.WithProperties(file.Properties{}))
+	return r
+}
+
+// memFile is a file resource of ExecutorMemory.
+type memFile struct {
+	files         *sync.Map
+	path, content string
+}
+
+var _ resources.Resource = (*memFile)(nil)
+
+// Validate accepts every file.
+func (f *memFile) Validate() error { return nil }
+
+// CheckApply compares the stored content, and stores it when applying.
+func (f *memFile) CheckApply(_ context.Context, _ *resources.Env, apply bool) (resources.Result, error) {
+	if old, ok := f.files.Load(f.path); ok && old.(string) == f.content {
+		return resources.Result{}, nil
+	}
+	if apply {
+		f.files.Store(f.path, f.content)
+	}
+	return resources.Result{Changed: true, Message: "content differs"}, nil
 }

@@ -77,6 +77,11 @@ type Config struct {
 	// FleetLiveRuns, when set, is the coordinator's --max-tree-live-runs
 	// (else the coordinator's default).
 	FleetLiveRuns int
+	// FleetExecutor is how simulated hosts apply file resources:
+	// ExecutorFile (real files under each host's root, checked after the
+	// first run) or ExecutorMemory (contents kept in the host process: the
+	// control plane's cost without the disk's). Defaults to ExecutorFile.
+	FleetExecutor string
 	// FleetMaxConsumers, when set, is the server's JetStream
 	// default_max_consumers (consumers per stream; -1: unlimited). The
 	// server's own default is 1,000, and every worker has a consumer of
@@ -130,6 +135,7 @@ func (c Config) WithDefaults() Config {
 	c.FleetResources = cmp.Or(c.FleetResources, 20)
 	c.FleetRuns = cmp.Or(c.FleetRuns, 3)
 	c.FleetPerProcess = cmp.Or(c.FleetPerProcess, 2500)
+	c.FleetExecutor = cmp.Or(c.FleetExecutor, ExecutorFile)
 	if c.Results == "" && c.Root != "" {
 		c.Results = filepath.Join(c.Root, "e2e", "bench", "RESULTS.md")
 	}
@@ -189,6 +195,9 @@ func (c Config) validate() error {
 	}
 	if c.FleetPerProcess < 1 || c.FleetPerProcess > MaxFleetHosts {
 		errs = append(errs, fmt.Errorf("fleet hosts per process %d: want 1 to %d", c.FleetPerProcess, MaxFleetHosts))
+	}
+	if c.FleetExecutor != ExecutorFile && c.FleetExecutor != ExecutorMemory {
+		errs = append(errs, fmt.Errorf("fleet executor %q: want %s or %s", c.FleetExecutor, ExecutorFile, ExecutorMemory))
 	}
 	if c.FleetLiveRuns < 0 {
 		errs = append(errs, fmt.Errorf("fleet live runs %d: must not be negative", c.FleetLiveRuns))

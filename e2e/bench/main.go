@@ -40,6 +40,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.FleetPerProcess, "fleet-per-process", 2500, "simulated hosts per host process")
 	fs.StringVar(&cfg.FleetRoot, "fleet-root", "", "directory of the simulated hosts' roots, host-NNNNN/ each (default: in the work directory)")
 	fs.IntVar(&cfg.FleetLiveRuns, "fleet-live-runs", 0, "the coordinator's --max-tree-live-runs for mode fleet (0: its default)")
+	fs.StringVar(&cfg.FleetExecutor, "fleet-executor", ExecutorFile, "how simulated hosts apply files: file (real files under each host's root) or memory (contents kept in the host process: no disk)")
 	fs.IntVar(&cfg.FleetMaxConsumers, "fleet-max-consumers", 0, "the server's JetStream default_max_consumers for mode fleet (-1: unlimited; 0: the server's default, 1,000 per stream)")
 	fs.StringVar(&cfg.FleetProfile, "fleet-profile", "", "write CPU profiles of the server and the coordinator of each fleet size into this directory")
 	fs.StringVar(&workers, "workers", "1,2,4", "worker counts of the distributed throughput")

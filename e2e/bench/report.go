@@ -237,9 +237,15 @@ func (r *Results) fleetMarkdown(w io.Writer, standalone bool) {
 	p("`worker.Worker` with its own NATS connection, name `host-NNNNN`, facts (`node`, `role`,\n")
 	p("`index`), pool `fleet` and concurrency 1. A fleet run is `manifold run --each-worker --pool\n")
 	p("fleet --output json M` over a manifest of %d files whose content is rendered from the\n", f.Resources)
-	p("host's `node` fact; each host writes real files under its own root (its registry's file\n")
-	p("type takes every path under `host-NNNNN/`). %d consecutive runs per size: the first\n", f.Runs)
-	p("creates the files (checked on every host afterwards), the others find them converged.\n")
+	if f.Executor == ExecutorMemory {
+		p("host's `node` fact; executor `memory`: each host's file type keeps the contents in the\n")
+		p("host process (rendered, compared, stored; no disk). %d consecutive runs per size: the\n", f.Runs)
+		p("first changes every file, the others find them converged.\n")
+	} else {
+		p("host's `node` fact; each host writes real files under its own root (its registry's file\n")
+		p("type takes every path under `host-NNNNN/`). %d consecutive runs per size: the first\n", f.Runs)
+		p("creates the files (checked on every host afterwards), the others find them converged.\n")
+	}
 	p("Wall: from the start of `manifold run --each-worker` (submit) to the run's `run_finished`\n")
 	p("event (a core NATS subscription, as a follower), median of the runs; report fetch: `manifold\n")
 	p("status --output json RUN` printing the whole report (every child's), timed apart; RSS:\n")
