@@ -11,6 +11,7 @@ import (
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
+	"github.com/manifold-run/manifold/internal/bundle"
 	"github.com/manifold-run/manifold/internal/bustest"
 )
 
@@ -120,6 +121,40 @@ func TestRecursiveTemplateRunIsAFailedRunNotAPoisonPill(t *testing.T) {
 	rep3 := tb.run(t, "resources: []\n")
 	require.Equal(t, coordinator.RunSucceeded, rep3.Status, "%+v", rep3)
 	require.False(t, exists(join(dir, "never")))
+}
+
+// A recursive resources_jet_file, read from the run's bundle, is the
+// manifest's error on the runs.submit API, and a failed run when queued
+// on the submit stream; the coordinator serves on.
+func TestRecursiveResourcesJetFile(t *testing.T) {
+	tb := setup(t, setupOpts{noWorker: true})
+	b := bundle.New()
+	require.NoError(t, b.Add("manifest.yaml", []byte("resources_jet_file: r.jet\n")))
+	require.NoError(t, b.Add("r.jet", []byte("[[ block r() ]][[ yield r() ]][[ end ]]")))
+	archive, err := b.Archive()
+	require.NoError(t, err)
+	ref, err := tb.bus.PutBundle(t.Context(), archive)
+	require.NoError(t, err)
+
+	body, err := json.Marshal(bus.RunRequest{RunID: coordinator.NewRunID(), Bundle: ref})
+	require.NoError(t, err)
+	msg, err := tb.bus.Conn().Request(bus.SubjectAPIRunsSubmit, body, runDeadline)
+	require.NoError(t, err)
+	var reply bus.SubmitReply
+	require.NoError(t, json.Unmarshal(msg.Data, &reply))
+	require.NotNil(t, reply.Error, "%s", msg.Data)
+	require.Equal(t, bus.APIInvalid, reply.Error.Code)
+	require.Contains(t, reply.Error.Message, "manifest.yaml: resources_jet_file: /r.jet:1: template: evaluation limit exceeded")
+	require.Contains(t, reply.Error.Message, "nested more than 1000 deep")
+
+	rep, _ := tb.wait(t, tb.submit(t, "", func(r *bus.RunRequest) { r.Bundle, r.ManifestName = ref, "" }))
+	require.Equal(t, coordinator.RunFailed, rep.Status, "%+v", rep)
+	require.Contains(t, rep.Error, "resources_jet_file: /r.jet:1: template: evaluation limit exceeded")
+	require.Contains(t, rep.Error, "nested more than 1000 deep")
+	require.Empty(t, rep.Resources)
+
+	rep = tb.run(t, "resources: []\n")
+	require.Equal(t, coordinator.RunSucceeded, rep.Status, "%+v", rep)
 }
 
 // noActiveMark waits until runID is no longer marked active (unfinished):

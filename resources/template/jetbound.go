@@ -1,6 +1,7 @@
 package template
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"reflect"
@@ -30,12 +31,23 @@ const (
 )
 
 // jetCall returns an action node calling the hidden function name, at the
-// position of at.
+// position of at; the enter and tick calls get at's "template:line" as
+// their argument, for the error of a bound.
 func jetCall(name string, at jet.NodeBase) *jet.ActionNode {
 	base := at
 	ident := &jet.IdentifierNode{NodeBase: base, Ident: name}
 	ident.NodeType = jet.NodeIdentifier
-	cmd := &jet.CommandNode{NodeBase: base, CallExprNode: jet.CallExprNode{NodeBase: base, BaseExpr: ident, CallArgs: jet.CallArgs{Exprs: []jet.Expression{}}}}
+	args := []jet.Expression{}
+	if name == jetEnter || name == jetTick {
+		text := at.TemplatePath
+		if at.Line > 0 {
+			text = fmt.Sprintf("%s:%d", text, at.Line)
+		}
+		where := &jet.StringNode{NodeBase: base, Text: text}
+		where.NodeType = jet.NodeString
+		args = append(args, where)
+	}
+	cmd := &jet.CommandNode{NodeBase: base, CallExprNode: jet.CallExprNode{NodeBase: base, BaseExpr: ident, CallArgs: jet.CallArgs{Exprs: args}}}
 	cmd.NodeType = jet.NodeCommand
 	cmd.CallExprNode.NodeType = jet.NodeCallExpr
 	pipe := &jet.PipeNode{NodeBase: base, Cmds: []*jet.CommandNode{cmd}}
@@ -147,6 +159,9 @@ func (b *budget) jetVars(vars jet.VarMap) jet.VarMap {
 	fail := func(a jet.Arguments, err error) {
 		if b.err == nil {
 			b.err = err
+			if a.NumOfArguments() == 1 {
+				b.at = a.Get(0).String()
+			}
 		}
 		a.Panicf("%w", err)
 	}
@@ -188,8 +203,10 @@ func executeJet(tpl *jet.Template, w io.Writer, vars jet.VarMap, dot any, max in
 			err = fmt.Errorf("%v", r)
 		}
 		if b.err != nil {
-			err = fmt.Errorf("%s: %w", tpl.Name, b.err)
-			b.err = nil
+			// The template and line of the block, include or loop
+			// that went past the bound, else the template's name.
+			err = fmt.Errorf("%s: %w", cmp.Or(b.at, tpl.Name), b.err)
+			b.err, b.at = nil, ""
 		}
 	}()
 	return tpl.Execute(lw, b.jetVars(vars), dot)

@@ -49,8 +49,10 @@ type budget struct {
 	depth    int
 	ticks    int
 	// err is the first bound exceeded: the evaluation's error even when
-	// a Jet try block caught it.
+	// a Jet try block caught it; at is where ("template:line"), when
+	// known.
 	err error
+	at  string
 }
 
 // newBudget returns the budget of an evaluation ending at deadline (zero:
