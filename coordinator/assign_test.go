@@ -176,13 +176,13 @@ resources:
 	requireContent(t, filepath.Join(root1, "a"), "mine now\n")
 	runs, err = coordinator.ListRuns(t.Context(), tb.bus, 50)
 	require.NoError(t, err)
-	drifts := 0
+	repairs := 0
 	for _, r := range runs {
-		if r.Assignment == "site" && r.Trigger == "drift" {
-			drifts++
+		if r.Assignment == "site" && r.Trigger == "drift" && r.Counts.Changed > 0 {
+			repairs++
 		}
 	}
-	require.Equal(t, 1, drifts, "no repair after unassign")
+	require.Equal(t, 1, repairs, "no repair after unassign")
 }
 
 func TestAssignmentCriticalHealthRemediates(t *testing.T) {
@@ -190,6 +190,7 @@ func TestAssignmentCriticalHealthRemediates(t *testing.T) {
 	tb := setup(t, setupOpts{noWorker: true})
 	_, root := tb.startWorker(t, "w1")
 	flag := filepath.Join(root, "healthy")
+	require.NoError(t, os.WriteFile(flag, nil, 0o644))
 	v := tb.assign(t, "svc", `
 data: {root: "{{ lookup('facts.root') }}"}
 resources:
@@ -199,16 +200,29 @@ resources:
     health_checks:
       - {name: up, command: "test -e {{ facts.root }}/healthy || exit 2", tries: 1}
 `, func(a *bus.Assignment) { a.HealthIntervalMS = 100 })
-	require.NoError(t, os.WriteFile(flag, nil, 0o644))
-	seen := map[string]bool{}
-	st := tb.waitState(t, "w1", "svc", func(st *worker.AssignmentStatus) bool {
-		return st != nil && st.Version == v && st.LastRun != "" && st.LastTrigger == "assign"
+	tb.waitState(t, "w1", "svc", func(st *worker.AssignmentStatus) bool {
+		return st != nil && st.Version == v && st.LastRun != "" && st.State == "converged"
 	})
-	seen[st.LastRun] = true
+	remediations := func() int {
+		runs, err := coordinator.ListRuns(t.Context(), tb.bus, 100)
+		require.NoError(t, err)
+		n := 0
+		for _, r := range runs {
+			if r.Trigger == "health" {
+				rep, err := coordinator.GetReport(t.Context(), tb.bus, r.RunID)
+				require.NoError(t, err)
+				if !rep.HealthCheckOnly {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	require.Zero(t, remediations(), "no remediation while the checks are OK")
 	// CRITICAL: a remediation run of the whole assignment.
 	require.NoError(t, os.Remove(flag))
-	st = tb.waitState(t, "w1", "svc", func(st *worker.AssignmentStatus) bool {
-		if st == nil || st.LastTrigger != "health" || seen[st.LastRun] {
+	st := tb.waitState(t, "w1", "svc", func(st *worker.AssignmentStatus) bool {
+		if st == nil || st.LastTrigger != "health" {
 			return false
 		}
 		rep, err := coordinator.GetReport(t.Context(), tb.bus, st.LastRun)
