@@ -321,3 +321,24 @@ resources:
 		t.Fatalf("%d repairs before flapping was reported: not backed off\n%s", repairs, p.Stdout())
 	}
 }
+
+// TestWatchExample runs examples/watch as its comment tells a user to.
+func TestWatchExample(t *testing.T) {
+	t.Parallel()
+	manifest := filepath.Join(moduleRoot, "examples", "watch", "manifest.yaml")
+	dir := filepath.Join(t.TempDir(), "watch")
+	conf, reloads := filepath.Join(dir, "app.conf"), filepath.Join(dir, "reloads.log")
+	p := start(t, runOpts{}, "apply", "--watch", "--data", "dir="+dir, manifest)
+	waitOutput(t, p, "watching:", 60*time.Second)
+	want := readFile(t, conf)
+	if err := os.Remove(conf); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, p, "[refresh]", 20*time.Second)
+	if got := readFile(t, conf); got != want {
+		t.Fatalf("app.conf after the repair: %q, want %q", got, want)
+	}
+	if n := lineCount(t, reloads); n != 2 {
+		t.Fatalf("%d reloads, want 2 (the first apply, the repair)", n)
+	}
+}
