@@ -236,7 +236,7 @@ func (r *Results) fleetMarkdown(w io.Writer, standalone bool) {
 	p("processes; N simulated hosts, %d per host process (`benchrun fleet-hosts`), each a\n", f.PerProcess)
 	p("`worker.Worker` with its own NATS connection, name `host-NNNNN`, facts (`node`, `role`,\n")
 	p("`index`), pool `fleet` and concurrency 1. A fleet run is `manifold run --each-worker --pool\n")
-	p("fleet --output json M` over a manifest of %d files whose content is rendered from the\n", f.Resources)
+	p("fleet M` over a manifest of %d files whose content is rendered from the\n", f.Resources)
 	if f.Executor == ExecutorMemory {
 		p("host's `node` fact; executor `memory`: each host's file type keeps the contents in the\n")
 		p("host process (rendered, compared, stored; no disk). %d consecutive runs per size: the\n", f.Runs)
