@@ -111,12 +111,23 @@ type ConvergeRequest struct {
 	Why map[string]string `json:"why,omitempty"`
 	// HealthCheckOnly runs the health checks only.
 	HealthCheckOnly bool `json:"health_check_only,omitempty"`
+	// RunID, when set, starts nothing: it asks for the end of that
+	// convergence run of the assignment on this worker, started by an
+	// earlier request (a long poll, answered by any coordinator).
+	RunID string `json:"run_id,omitempty"`
+	// WaitMS is how long the coordinator may hold the reply waiting for
+	// the run's end before it answers with Ended false (the worker then
+	// asks again with RunID). Defaults to 30s; at most 5 minutes.
+	WaitMS int64 `json:"wait_ms,omitempty"`
 }
 
-// ConvergeReply answers a ConvergeRequest once the run has ended: its
-// run ID, status and the references of its resources by outcome.
+// ConvergeReply answers a ConvergeRequest: the run's ID and, once the run
+// has ended (Ended), its status and the references of its resources by
+// outcome. A reply with Ended false says the run goes on: ask again with
+// its RunID.
 type ConvergeReply struct {
 	RunID   string   `json:"run_id,omitempty"`
+	Ended   bool     `json:"ended"`
 	Status  string   `json:"status,omitempty"`
 	Changed []string `json:"changed,omitempty"`
 	Failed  []string `json:"failed,omitempty"`

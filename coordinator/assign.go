@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,9 +17,13 @@ import (
 	"github.com/manifold-run/manifold/resources"
 )
 
-// convergeTimeout bounds how long a convergence request waits for its run
-// to end; the worker's own deadline is usually shorter.
-const convergeTimeout = 6 * time.Hour
+// Bounds of how long a convergence request is held waiting for its run's
+// end (ConvergeRequest.WaitMS): a reply comes at least that often, so a
+// worker whose coordinator died asks another one soon.
+const (
+	defaultConvergeWait = 30 * time.Second
+	maxConvergeWait     = 5 * time.Minute
+)
 
 // addConverge adds the endpoint workers ask for convergence runs of their
 // assignments on: manifold.converge.<worker>. Its handler returns at once;
@@ -72,8 +77,15 @@ func (a *api) converge(ctx context.Context, req micro.Request) (any, *bus.APIErr
 	if !validTrigger(cr.Trigger) {
 		return nil, invalid(fmt.Errorf("trigger %q: want start, assign, change, interval, drift or health", cr.Trigger))
 	}
+	if cr.WaitMS < 0 {
+		return nil, invalid(errors.New("wait_ms must not be negative"))
+	}
+	wait := min(cmp.Or(time.Duration(cr.WaitMS)*time.Millisecond, defaultConvergeWait), maxConvergeWait)
 	rctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
+	if cr.RunID != "" {
+		return a.awaitConverge(ctx, rctx, workerName, cr, wait)
+	}
 	asg, err := a.c.bus.GetAssignment(rctx, cr.Assignment)
 	switch {
 	case errors.Is(err, bus.ErrNotFound):
@@ -109,24 +121,54 @@ func (a *api) converge(ctx context.Context, req micro.Request) (any, *bus.APIErr
 	}
 	a.c.log.Info("convergence run", "run_id", rr.RunID, "assignment", asg.Name, "version", asg.Version,
 		"worker", workerName, "trigger", cr.Trigger, "only", len(cr.Only))
-	wctx, wcancel := context.WithTimeout(ctx, convergeTimeout)
+	return a.convergeEnd(ctx, rr.RunID, wait)
+}
+
+// awaitConverge answers a long poll for a convergence run started earlier
+// for this worker and assignment.
+func (a *api) awaitConverge(ctx, rctx context.Context, workerName string, cr bus.ConvergeRequest, wait time.Duration) (any, *bus.APIError) {
+	if err := bus.ValidToken(cr.RunID); err != nil {
+		return nil, invalid(fmt.Errorf("run_id: %w", err))
+	}
+	rec, _, err := loadRecord(rctx, a.c.bus.Runs(), cr.RunID)
+	switch {
+	case errors.Is(err, bus.ErrNotFound):
+		return nil, &bus.APIError{Code: bus.APINotFound, Message: "no run " + cr.RunID}
+	case err != nil:
+		return nil, unavailable(err)
+	}
+	if rec.Request.PinWorker != workerName || rec.Request.Assignment != cr.Assignment {
+		return nil, invalid(fmt.Errorf("run %s is not a convergence run of assignment %s on worker %s", cr.RunID, cr.Assignment, workerName))
+	}
+	return a.convergeEnd(ctx, cr.RunID, wait)
+}
+
+// convergeEnd waits up to wait for a run's end and sums it up; a run still
+// going then is answered with Ended false.
+func (a *api) convergeEnd(ctx context.Context, runID string, wait time.Duration) (any, *bus.APIError) {
+	wctx, wcancel := context.WithTimeout(ctx, wait)
 	defer wcancel()
-	if _, err := a.c.bus.Runs().WaitFor(wctx, runKey(rr.RunID), func(data []byte) bool {
+	if _, err := a.c.bus.Runs().WaitFor(wctx, runKey(runID), func(data []byte) bool {
 		var rec record
 		return decodeRecord(data, &rec) == nil && rec.Status.Final()
 	}); err != nil {
-		return nil, unavailable(fmt.Errorf("run %s: %w", rr.RunID, err))
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return bus.ConvergeReply{RunID: runID}, nil
+		}
+		return nil, unavailable(fmt.Errorf("run %s: %w", runID, err))
 	}
-	rep, err := GetReport(wctx, a.c.bus, rr.RunID)
+	rctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	rep, err := GetReport(rctx, a.c.bus, runID)
 	if err != nil {
-		return nil, unavailable(fmt.Errorf("run %s: report: %w", rr.RunID, err))
+		return nil, unavailable(fmt.Errorf("run %s: report: %w", runID, err))
 	}
 	return convergeReply(rep), nil
 }
 
 // convergeReply sums a convergence run's report up for the worker's loop.
 func convergeReply(rep *Report) bus.ConvergeReply {
-	out := bus.ConvergeReply{RunID: rep.RunID, Status: string(rep.Status), Error: rep.Error}
+	out := bus.ConvergeReply{RunID: rep.RunID, Ended: true, Status: string(rep.Status), Error: rep.Error}
 	for _, r := range rep.Resources {
 		switch r.Status {
 		case string(bus.TaskChanged):

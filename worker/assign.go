@@ -75,9 +75,11 @@ type assignLoop struct {
 }
 
 // ownWriteQuiet is how long after one of its own tasks a resource's
-// events are ignored: they are the run's own writes, not drift. An edit
-// in that window is seen by the next full check.
-const ownWriteQuiet = 250 * time.Millisecond
+// events are still taken for the task's own writes (the kernel has queued
+// them; the watcher may not have read them yet). Kept short: an edit in
+// that window waits for the next full check, and an own write read later
+// costs only a repair run that finds the resource stable.
+const ownWriteQuiet = 50 * time.Millisecond
 
 func newAssigner(w *Worker) (*assigner, error) {
 	m, err := newAssignMetrics(w.cfg.MeterProvider, w.cfg.Name)
@@ -415,30 +417,28 @@ func (r *assignRunner) Converge(ctx context.Context, t converge.Trigger) (conver
 		attribute.String("manifold.worker", s.w.cfg.Name),
 	))
 	defer span.End()
+	poll := cmp.Or(s.w.cfg.ConvergePoll, DefaultConvergePoll)
 	req := bus.ConvergeRequest{V: bus.Version, Assignment: a.Name, Version: a.Version, Trigger: string(kind),
-		Only: t.Keys, Why: t.Why, HealthCheckOnly: t.HealthOnly}
-	data, err := json.Marshal(req)
-	if err != nil {
-		return converge.RunResult{}, err
-	}
-	msg := nats.NewMsg(bus.ConvergeSubject(s.w.cfg.Name))
-	msg.Data = data
-	bus.InjectTrace(ctx, msg.Header)
-	resp, err := s.w.bus.Conn().RequestMsgWithContext(ctx, msg)
-	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
-			err = errors.New("no coordinator answers")
-		}
-		span.SetStatus(codes.Error, err.Error())
-		return converge.RunResult{}, fmt.Errorf("converge %s (%s): %w", a.Name, kind, err)
-	}
+		Only: t.Keys, Why: t.Why, HealthCheckOnly: t.HealthOnly, WaitMS: max(poll.Milliseconds(), 1)}
 	var rep bus.ConvergeReply
-	if err := json.Unmarshal(resp.Data, &rep); err != nil {
-		return converge.RunResult{}, fmt.Errorf("converge %s: reply: %w", a.Name, err)
-	}
-	if rep.ErrorReply.Error != nil {
-		span.SetStatus(codes.Error, rep.ErrorReply.Error.Error())
-		return converge.RunResult{}, fmt.Errorf("converge %s (%s): %w", a.Name, kind, rep.ErrorReply.Error)
+	for {
+		var err error
+		rep, err = r.ask(ctx, req, poll)
+		switch {
+		case err != nil && req.RunID != "" && ctx.Err() == nil && errors.Is(err, errNoAnswer):
+			// The coordinator holding the request died: ask another.
+			s.log.Warn("convergence run: no answer; asking again", "assignment", a.Name, "run_id", req.RunID, "error", err)
+			continue
+		case err != nil:
+			span.SetStatus(codes.Error, err.Error())
+			return converge.RunResult{}, fmt.Errorf("converge %s (%s): %w", a.Name, kind, err)
+		}
+		if rep.Ended {
+			break
+		}
+		// Still running: a long poll for its end.
+		req = bus.ConvergeRequest{V: bus.Version, Assignment: a.Name, Version: a.Version, Trigger: string(kind),
+			RunID: rep.RunID, WaitMS: req.WaitMS}
 	}
 	span.SetAttributes(attribute.String("manifold.run_id", rep.RunID), attribute.String("manifold.status", rep.Status),
 		attribute.Int("manifold.changed", len(rep.Changed)), attribute.Int("manifold.failed", len(rep.Failed)))
@@ -463,6 +463,47 @@ func (r *assignRunner) Converge(ctx context.Context, t converge.Trigger) (conver
 	}
 	return converge.RunResult{Changed: rep.Changed, Failed: rep.Failed, Stable: rep.Stable, Critical: rep.Critical}, nil
 }
+
+// errNoAnswer: no coordinator answered a convergence request in time.
+var errNoAnswer = errors.New("no answer")
+
+// ask sends one convergence request and reads its reply; the coordinator
+// holds it at most poll (plus a margin for the bus).
+func (r *assignRunner) ask(ctx context.Context, req bus.ConvergeRequest, poll time.Duration) (bus.ConvergeReply, error) {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return bus.ConvergeReply{}, err
+	}
+	msg := nats.NewMsg(bus.ConvergeSubject(r.s.w.cfg.Name))
+	msg.Data = data
+	bus.InjectTrace(ctx, msg.Header)
+	rctx, cancel := context.WithTimeout(ctx, poll+convergeMargin)
+	defer cancel()
+	resp, err := r.s.w.bus.Conn().RequestMsgWithContext(rctx, msg)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return bus.ConvergeReply{}, errors.New("no coordinator answers")
+	case err != nil && ctx.Err() == nil && rctx.Err() != nil:
+		return bus.ConvergeReply{}, fmt.Errorf("%w within %s", errNoAnswer, poll+convergeMargin)
+	case err != nil:
+		return bus.ConvergeReply{}, err
+	}
+	var rep bus.ConvergeReply
+	if err := json.Unmarshal(resp.Data, &rep); err != nil {
+		return bus.ConvergeReply{}, fmt.Errorf("reply: %w", err)
+	}
+	if rep.ErrorReply.Error != nil {
+		return bus.ConvergeReply{}, rep.ErrorReply.Error
+	}
+	return rep, nil
+}
+
+// convergeMargin is the time a convergence request is given beyond the
+// wait the coordinator may hold it.
+const convergeMargin = 15 * time.Second
+
+// DefaultConvergePoll is the default of Config.ConvergePoll.
+const DefaultConvergePoll = 30 * time.Second
 
 // assignMetrics are the convergence instruments.
 type assignMetrics struct {

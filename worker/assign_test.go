@@ -27,6 +27,8 @@ resources:
 // start workers of pool web.
 type assignFixture struct {
 	tb *testBundle
+	// poll is the workers' ConvergePoll (zero: the default).
+	poll time.Duration
 }
 
 func setupAssign(t *testing.T) *assignFixture {
@@ -60,7 +62,7 @@ func (f *assignFixture) worker(t *testing.T, name, root string, facts map[string
 	}
 	facts["root"] = root
 	w, err := worker.New(worker.Config{Bus: f.tb.bus, Registry: builtin.Registry(), Name: name, Pools: []string{"web"},
-		Logger: testLogger(t), Facts: facts})
+		Logger: testLogger(t), Facts: facts, ConvergePoll: f.poll})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(t.Context()))
 	t.Cleanup(func() { within(t, "Kill", w.Kill) })
@@ -117,6 +119,9 @@ func TestAssignmentRestartedWorkerChecksAtStartAndNoopDrifts(t *testing.T) {
 
 	motd := filepath.Join(root, "motd")
 	require.NoError(t, os.WriteFile(motd, []byte("edited while down\n"), 0o644))
+	// A coordinator holds each request 1ms: the worker follows its runs
+	// by long polls with the run ID.
+	f.poll = time.Millisecond
 	f.worker(t, "w1", root, nil)
 	st := f.state(t, "w1", func(m map[string]worker.AssignmentStatus) bool {
 		return m["motd"].State == "converged" && m["motd"].LastTrigger == "start"

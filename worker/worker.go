@@ -70,6 +70,11 @@ type Config struct {
 	// ConvergeTimeout bounds the wait for one convergence run of an
 	// assignment. Defaults to DefaultConvergeTimeout (1h).
 	ConvergeTimeout time.Duration
+	// ConvergePoll is how long a coordinator may hold a convergence
+	// request before answering that the run goes on (the worker then asks
+	// again, any coordinator answering). Defaults to DefaultConvergePoll
+	// (30s).
+	ConvergePoll time.Duration
 }
 
 // WithDefaults returns cfg with zero fields set to their defaults.
