@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
@@ -278,4 +281,41 @@ func requireContent(t *testing.T, path, want string) {
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, want, string(got))
+}
+
+// Convergence metrics: drift events by resource type, time from event to
+// repaired outcome, repairs and runs by trigger.
+func TestAssignmentMetrics(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{noWorker: true})
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	root := t.TempDir()
+	w, err := worker.New(worker.Config{Bus: tb.bus, Registry: builtin.Registry(), Name: "w1", Pools: []string{"web"},
+		Logger: testLogger(t), Facts: map[string]any{"root": root}, MeterProvider: mp})
+	require.NoError(t, err)
+	require.NoError(t, w.Start(t.Context()))
+	t.Cleanup(func() { within(t, "worker Kill", w.Kill) })
+	seen := map[string]bool{}
+	v := tb.assign(t, "site", assignManifest("v1\n"))
+	st := tb.waitState(t, "w1", "site", ranAfter(v, "assign", seen))
+	seen[st.LastRun] = true
+	require.NoError(t, os.WriteFile(filepath.Join(root, "b"), []byte("edit\n"), 0o644))
+	tb.waitState(t, "w1", "site", ranAfter(v, "drift", seen))
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(t.Context(), &rm))
+	n, ok := pointOf(t, rm, "manifold.converge.drift_events", attribute.String("resource.type", "file"))
+	require.True(t, ok)
+	require.GreaterOrEqual(t, n, 1.0)
+	n, ok = pointOf(t, rm, "manifold.converge.repair.duration")
+	require.True(t, ok)
+	require.Equal(t, 1.0, n, "one repaired resource timed from its event")
+	n, ok = pointOf(t, rm, "manifold.converge.repairs", attribute.String("trigger", "drift"))
+	require.True(t, ok)
+	require.Equal(t, 1.0, n)
+	n, ok = pointOf(t, rm, "manifold.converge.runs", attribute.String("trigger", "assign"), attribute.String("status", "succeeded"))
+	require.True(t, ok)
+	require.Equal(t, 1.0, n)
 }
