@@ -97,6 +97,21 @@ func ranAfter(v uint64, trigger string, seen map[string]bool) func(*worker.Assig
 	}
 }
 
+// repairedAfter returns a predicate: a drift run not seen before, at
+// version v, changed something (drift runs that found nothing to repair
+// are skipped: the run's own writes read late).
+func (tb *testBundle) repairedAfter(t *testing.T, v uint64, seen map[string]bool) func(*worker.AssignmentStatus) bool {
+	drift := ranAfter(v, "drift", seen)
+	return func(st *worker.AssignmentStatus) bool {
+		if !drift(st) {
+			return false
+		}
+		seen[st.LastRun] = true
+		rep, err := coordinator.GetReport(t.Context(), tb.bus, st.LastRun)
+		return err == nil && rep.Counts.Changed > 0
+	}
+}
+
 func refsOf(rep *coordinator.Report) []string {
 	var out []string
 	for _, r := range rep.Resources {
@@ -131,9 +146,10 @@ func TestAssignmentConvergesRepairsDriftRollsOutAndUnassigns(t *testing.T) {
 	requireContent(t, filepath.Join(root2, "a"), "v1\n")
 
 	// A hand edit is repaired by a drift run of that resource alone.
+	// (A drift run that repaired nothing, of the run's own writes read
+	// late, may come first: the predicate looks for the repair.)
 	require.NoError(t, os.WriteFile(filepath.Join(root1, "a"), []byte("hand edit\n"), 0o644))
-	st = tb.waitState(t, "w1", "site", ranAfter(v1, "drift", seen))
-	seen[st.LastRun] = true
+	st = tb.waitState(t, "w1", "site", tb.repairedAfter(t, v1, seen))
 	requireContent(t, filepath.Join(root1, "a"), "v1\n")
 	rep, err = coordinator.GetReport(t.Context(), tb.bus, st.LastRun)
 	require.NoError(t, err)
@@ -302,7 +318,7 @@ func TestAssignmentMetrics(t *testing.T) {
 	st := tb.waitState(t, "w1", "site", ranAfter(v, "assign", seen))
 	seen[st.LastRun] = true
 	require.NoError(t, os.WriteFile(filepath.Join(root, "b"), []byte("edit\n"), 0o644))
-	tb.waitState(t, "w1", "site", ranAfter(v, "drift", seen))
+	tb.waitState(t, "w1", "site", tb.repairedAfter(t, v, seen))
 
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(t.Context(), &rm))

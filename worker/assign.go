@@ -69,17 +69,10 @@ type assignLoop struct {
 	done   chan struct{}
 	pw     *converge.PathWatcher // nil: not watched
 
-	mu    sync.Mutex
-	quiet map[string]time.Time // ref → hints ignored until (zero: while it runs)
-	seen  map[string]time.Time // ref → first hint not yet repaired
+	mu      sync.Mutex
+	running map[string]bool      // refs whose task runs here: their events are its own writes
+	seen    map[string]time.Time // ref → first hint not yet repaired
 }
-
-// ownWriteQuiet is how long after one of its own tasks a resource's
-// events are still taken for the task's own writes (the kernel has queued
-// them; the watcher may not have read them yet). Kept short: an edit in
-// that window waits for the next full check, and an own write read later
-// costs only a repair run that finds the resource stable.
-const ownWriteQuiet = 50 * time.Millisecond
 
 func newAssigner(w *Worker) (*assigner, error) {
 	m, err := newAssignMetrics(w.cfg.MeterProvider, w.cfg.Name)
@@ -200,7 +193,7 @@ func (s *assigner) mine(a bus.Assignment) (bool, string) {
 func (s *assigner) startLocked(ctx context.Context, a bus.Assignment, first converge.TriggerKind) {
 	lctx, cancel := context.WithCancel(ctx)
 	l := &assignLoop{a: a, first: first, cancel: cancel, done: make(chan struct{}),
-		quiet: map[string]time.Time{}, seen: map[string]time.Time{}}
+		running: map[string]bool{}, seen: map[string]time.Time{}}
 	raw := make(chan converge.Hint, 4096)
 	polling := false
 	if a.Watch {
@@ -327,9 +320,12 @@ func (s *assigner) loop(task bus.Task) *assignLoop {
 	return s.loops[task.Assignment]
 }
 
-// executing marks ref as being executed: its events are the run's own.
-// The returned func ends that after ownWriteQuiet and watches the built
-// resource's paths (resources.Watcher), keyed by ref.
+// executing marks ref as being executed: its events meanwhile are the
+// task's own writes. The returned func ends that and watches the built
+// resource's paths (resources.Watcher), keyed by ref. Events of the
+// task's writes read after it ended cost a repair run that finds the
+// resource stable (the damper counts only changes); no time window is
+// ignored, so another writer right after a repair is always seen.
 func (s *assigner) executing(task bus.Task) func(resources.Resource) {
 	l := s.loop(task)
 	if l == nil {
@@ -337,7 +333,7 @@ func (s *assigner) executing(task bus.Task) func(resources.Resource) {
 	}
 	ref := task.Resource.Ref()
 	l.mu.Lock()
-	l.quiet[ref] = time.Time{}
+	l.running[ref] = true
 	l.mu.Unlock()
 	return func(res resources.Resource) {
 		if l.pw != nil {
@@ -350,7 +346,7 @@ func (s *assigner) executing(task bus.Task) func(resources.Resource) {
 			}
 		}
 		l.mu.Lock()
-		l.quiet[ref] = time.Now().Add(ownWriteQuiet)
+		delete(l.running, ref)
 		l.mu.Unlock()
 	}
 }
@@ -360,11 +356,8 @@ func (s *assigner) executing(task bus.Task) func(resources.Resource) {
 func (l *assignLoop) admit(ref string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if until, ok := l.quiet[ref]; ok {
-		if until.IsZero() || time.Now().Before(until) {
-			return false
-		}
-		delete(l.quiet, ref)
+	if l.running[ref] {
+		return false
 	}
 	if _, ok := l.seen[ref]; !ok {
 		l.seen[ref] = time.Now()
@@ -372,14 +365,16 @@ func (l *assignLoop) admit(ref string) bool {
 	return true
 }
 
-// repaired forgets when drift of refs was first seen and returns how long
-// ago that was, for the refs that had been hinted.
-func (l *assignLoop) repaired(refs []string) []time.Duration {
+// repaired forgets when drift of refs was first seen, if before the run
+// that repaired them started (a later sighting is for the next run: the
+// run's own writes read late, or new drift), and returns how long ago
+// that was.
+func (l *assignLoop) repaired(refs []string, started time.Time) []time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []time.Duration
 	for _, r := range refs {
-		if at, ok := l.seen[r]; ok {
+		if at, ok := l.seen[r]; ok && at.Before(started) {
 			out = append(out, time.Since(at))
 			delete(l.seen, r)
 		}
@@ -417,6 +412,7 @@ func (r *assignRunner) Converge(ctx context.Context, t converge.Trigger) (conver
 		attribute.String("manifold.worker", s.w.cfg.Name),
 	))
 	defer span.End()
+	started := time.Now()
 	poll := cmp.Or(s.w.cfg.ConvergePoll, DefaultConvergePoll)
 	req := bus.ConvergeRequest{V: bus.Version, Assignment: a.Name, Version: a.Version, Trigger: string(kind),
 		Only: t.Keys, Why: t.Why, HealthCheckOnly: t.HealthOnly, WaitMS: max(poll.Milliseconds(), 1)}
@@ -444,10 +440,10 @@ func (r *assignRunner) Converge(ctx context.Context, t converge.Trigger) (conver
 		attribute.Int("manifold.changed", len(rep.Changed)), attribute.Int("manifold.failed", len(rep.Failed)))
 	s.m.ran(ctx, kind, rep)
 	if !a.Noop && !t.HealthOnly {
-		for _, d := range r.l.repaired(rep.Changed) {
+		for _, d := range r.l.repaired(rep.Changed, started) {
 			s.m.repairTime.Record(ctx, d.Seconds(), metric.WithAttributes(s.m.worker))
 		}
-		r.l.repaired(rep.Stable) // drift hinted but already gone
+		r.l.repaired(rep.Stable, started) // drift hinted but already gone
 	}
 	s.mu.Lock()
 	if s.loops[a.Name] == r.l {

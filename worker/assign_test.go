@@ -142,3 +142,28 @@ func TestAssignmentRestartedWorkerChecksAtStartAndNoopDrifts(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "drift\n", string(got))
 }
+
+// Another writer fighting the assignment over a file makes it flapping:
+// its repairs are backed off and the worker's entry names it.
+func TestAssignmentFightIsFlapping(t *testing.T) {
+	t.Parallel()
+	f := setupAssign(t)
+	root := t.TempDir()
+	f.worker(t, "w1", root, nil)
+	f.assign(t, bus.Assignment{Name: "motd", Watch: true})
+	st := f.state(t, "w1", func(m map[string]worker.AssignmentStatus) bool { return m["motd"].State == "converged" })
+	seen := map[string]bool{st["motd"].LastRun: true}
+	motd := filepath.Join(root, "motd")
+	var last worker.AssignmentStatus
+	for i := 0; i < 8 && last.State != "flapping"; i++ {
+		require.NoError(t, os.WriteFile(motd, []byte("the other writer\n"), 0o644))
+		m := f.state(t, "w1", func(m map[string]worker.AssignmentStatus) bool {
+			s := m["motd"]
+			return s.State == "flapping" || s.State == "converged" && s.LastTrigger == "drift" && !seen[s.LastRun]
+		})
+		last = m["motd"]
+		seen[last.LastRun] = true
+	}
+	require.Equal(t, "flapping", string(last.State))
+	require.Equal(t, []string{"file#" + motd}, last.Flapping)
+}
