@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -82,6 +83,15 @@ resources:
 	require.Equal(t, a.Version, st.Version)
 	require.NotEmpty(t, st.LastRun)
 	require.Equal(t, "assign", st.LastTrigger)
+
+	// Convergence runs are ordinary runs: runs and status show them.
+	r = run(t, "runs", "--server", url)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "TRIGGER")
+	require.Contains(t, r.stdout, "assign (site)")
+	r = run(t, "status", "--server", url, st.LastRun)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, fmt.Sprintf("trigger assign, assignment site version %d", a.Version))
 
 	r = run(t, "unassign", "--server", url, "site")
 	require.Equal(t, ExitOK, r.code, r.stderr)

@@ -103,6 +103,13 @@ func printStatus(w io.Writer, rep *coordinator.Report, jaegerURL string) {
 		fmt.Fprint(w, ", noop")
 	}
 	fmt.Fprintln(w)
+	if rep.Trigger != "" {
+		fmt.Fprintf(w, "trigger %s", rep.Trigger)
+		if rep.Assignment != "" {
+			fmt.Fprintf(w, ", assignment %s version %d", rep.Assignment, rep.AssignmentVersion)
+		}
+		fmt.Fprintln(w)
+	}
 	if rep.StartedAt != nil {
 		fmt.Fprintf(w, "started %s, %s %s\n", rep.StartedAt.Local().Format(time.RFC3339),
 			map[bool]string{true: "took", false: "running for"}[rep.FinishedAt != nil], fmtMS(rep.DurationMS))
@@ -194,13 +201,17 @@ func runRuns(ctx context.Context, st IO, args []string) int {
 		return ExitOK
 	}
 	tw := tabwriter.NewWriter(st.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTATUS\tMANIFEST\tSTARTED\tRESOURCES\tCHANGED\tFAILED\tSKIPPED")
+	fmt.Fprintln(tw, "RUN\tSTATUS\tMANIFEST\tTRIGGER\tSTARTED\tRESOURCES\tCHANGED\tFAILED\tSKIPPED")
 	for _, r := range runs {
 		started := "-"
 		if r.StartedAt != nil {
 			started = r.StartedAt.Local().Format("2006-01-02 15:04:05")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", r.RunID, r.Status, r.Manifest, started,
+		trigger := cmp.Or(r.Trigger, "-")
+		if r.Assignment != "" {
+			trigger += " (" + r.Assignment + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", r.RunID, r.Status, r.Manifest, trigger, started,
 			r.Counts.Total, r.Counts.Changed, r.Counts.Failed, r.Counts.Skipped)
 	}
 	_ = tw.Flush()
