@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -125,9 +126,20 @@ func (b *Bus) DeleteOutcomeConsumer(ctx context.Context, runID string) error {
 	return nil
 }
 
+// Waiting returns how many pull requests wait on the consumer and how
+// many it takes at most (more are refused: see Next).
+func (c *Consumer) Waiting(ctx context.Context) (waiting, max int, err error) {
+	info, err := c.c.Info(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bus: consumer info: %w", err)
+	}
+	return info.NumWaiting, info.Config.MaxWaiting, nil
+}
+
 // Next blocks until a message arrives or ctx ends (then it returns ctx's
 // error).
 func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
+	refused := 0 // pulls refused in a row
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -171,12 +183,42 @@ func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
 		}
 		cancel()
 		if msg == nil {
+			// The server refused the pull (409: too many waiting pulls
+			// on the consumer, a leader change): fetching again at once
+			// spins on both sides, so back off, with jitter.
+			if batch.Error() != nil {
+				refused++
+				if err := sleepCtx(ctx, refusedBackoff(refused)); err != nil {
+					return nil, err
+				}
+			}
 			continue
 		}
+		refused = 0
 		d := &Delivery{msg: msg, Attempt: 1, Ctx: ExtractTrace(context.Background(), msg.Headers())}
 		if md, err := msg.Metadata(); err == nil {
 			d.Attempt = int(md.NumDelivered)
 		}
 		return d, nil
+	}
+}
+
+// refusedBackoff is the wait after the n-th pull refused in a row: 50 ms
+// doubling up to 2 s, each between half and one and a half of that.
+func refusedBackoff(n int) time.Duration {
+	d := 50 * time.Millisecond << min(n-1, 6)
+	d = min(d, 2*time.Second)
+	return d/2 + time.Duration(rand.Int64N(int64(d)))
+}
+
+// sleepCtx waits d or until ctx ends (returning its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
