@@ -15,6 +15,7 @@ import (
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/template"
 )
 
 // Bounds of how long a convergence request is held waiting for its run's
@@ -109,6 +110,15 @@ func (a *api) converge(ctx context.Context, req micro.Request) (any, *bus.APIErr
 	if !slices.Contains(w.Pools, asg.Pool) {
 		return nil, invalid(fmt.Errorf("worker %s is not in pool %s of assignment %s", workerName, asg.Pool, asg.Name))
 	}
+	if asg.Where != "" {
+		if ok, err := whereHolds(asg.Where, w.Facts); err != nil || !ok {
+			why := "is false"
+			if err != nil {
+				why = "does not evaluate: " + err.Error()
+			}
+			return nil, invalid(fmt.Errorf("assignment %s: where %q %s over the facts of worker %s", asg.Name, asg.Where, why, workerName))
+		}
+	}
 	rr := bus.RunRequest{
 		V: bus.Version, RunID: NewRunID(), Bundle: asg.Bundle, Entry: asg.Entry, ManifestName: asg.ManifestName,
 		Data: asg.Data, DataFile: asg.DataFile, Facts: w.Facts, Noop: asg.Noop, HealthCheckOnly: cr.HealthCheckOnly,
@@ -185,6 +195,24 @@ func convergeReply(rep *Report) bus.ConvergeReply {
 		}
 	}
 	return out
+}
+
+// whereHolds evaluates an assignment's where over a worker's facts, as
+// the worker does (an expr-lang expression, bare or in template braces).
+func whereHolds(where string, facts map[string]any) (bool, error) {
+	expr := where
+	if !template.HasTemplate(expr) {
+		expr = "{{ " + expr + " }}"
+	}
+	v, err := template.Render(expr, template.Scope{Facts: facts})
+	if err != nil {
+		return false, err
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, fmt.Errorf("gave %T %v, want a bool", v, v)
+	}
+	return b, nil
 }
 
 func validTrigger(t string) bool {

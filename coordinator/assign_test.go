@@ -280,6 +280,11 @@ func TestConvergeRequestRefusesAnotherPoolAndVersion(t *testing.T) {
 	require.Equal(t, bus.APINotFound, e.Code)
 	e = ask(bus.ConvergeRequest{Assignment: "site", Version: v, Trigger: "whenever"})
 	require.Equal(t, bus.APIInvalid, e.Code)
+	// A stored assignment of its pool whose where is false for it.
+	pv := tb.assign(t, "prodonly", assignManifest("p\n"), func(a *bus.Assignment) { a.Pool, a.Where = "db", "facts.env == 'prod'" })
+	e = ask(bus.ConvergeRequest{Assignment: "prodonly", Version: pv, Trigger: "start"})
+	require.NotNil(t, e)
+	require.Contains(t, e.Message, `where "facts.env == 'prod'"`)
 	e = ask(bus.ConvergeRequest{Assignment: "site", Trigger: "start", RunID: "nope"})
 	require.Equal(t, bus.APINotFound, e.Code)
 	other := tb.submit(t, "resources: []\n")
