@@ -344,7 +344,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // start starts the binary in the background with args. The process gets
 // SIGTERM (then SIGKILL after 10 s) when the test ends, unless it has
 // exited already.
-func start(t *testing.T, o runOpts, args ...string) *process {
+func start(t testing.TB, o runOpts, args ...string) *process {
 	t.Helper()
 	p := &process{done: make(chan struct{})}
 	p.cmd = exec.Command(manifoldBin, args...)

@@ -12,7 +12,7 @@ import (
 
 // waitOutput waits until the process has printed want on stdout, failing
 // after timeout (or when the process exits first).
-func waitOutput(t *testing.T, p *process, want string, timeout time.Duration) string {
+func waitOutput(t testing.TB, p *process, want string, timeout time.Duration) string {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(10 * time.Millisecond)

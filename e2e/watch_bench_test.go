@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Benchmarks of `apply --watch` (run them apart: go test -run '^$' -bench
+// Watch ./e2e/). Each starts the real binary on N managed files and
+// measures from outside, as a user sees it:
+//
+//	BenchmarkWatchRepair: a hand edit of one file until it reads back
+//	  repaired (p50, p99);
+//	BenchmarkWatchStorm: every file edited once, until all are repaired;
+//	BenchmarkWatchIdle: CPU and RSS of the watching process while
+//	  nothing changes.
+
+// watchBench is a running `apply --watch` over n files.
+type watchBench struct {
+	p     *process
+	paths []string
+	want  []byte
+}
+
+func startWatchBench(b *testing.B, n int, extra ...string) *watchBench {
+	b.Helper()
+	dir := b.TempDir()
+	var m strings.Builder
+	m.WriteString("resources:\n  - file:\n")
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = filepath.Join(dir, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%05d", i))
+		fmt.Fprintf(&m, "      - %s:\n          content: \"managed\\n\"\n", paths[i])
+	}
+	manifest := filepath.Join(dir, "site.yaml")
+	if err := os.WriteFile(manifest, []byte(m.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for d := range min(n, 100) {
+		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprintf("d%02d", d)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	args := append([]string{"apply", "--watch", "--interval", "1h"}, extra...)
+	p := start(b, runOpts{dir: dir}, append(args, manifest)...)
+	waitOutput(b, p, "watching:", 10*time.Minute)
+	return &watchBench{p: p, paths: paths, want: []byte("managed\n")}
+}
+
+// repaired polls path until it holds the managed content (a tight poll:
+// the latency is what is measured).
+func (w *watchBench) repaired(b *testing.B, path string, deadline time.Time) {
+	for {
+		if got, err := os.ReadFile(path); err == nil && bytes.Equal(got, w.want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s not repaired in time:\n%s", path, w.p.Stderr())
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+func BenchmarkWatchRepair(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			w := startWatchBench(b, n)
+			var lat []time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				path := w.paths[(i*7919)%n]
+				start := time.Now()
+				if err := os.WriteFile(path, []byte("hand edit\n"), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				w.repaired(b, path, start.Add(30*time.Second))
+				lat = append(lat, time.Since(start))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
+
+func BenchmarkWatchStorm(b *testing.B) {
+	const n = 10000
+	w := startWatchBench(b, n)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		for _, path := range w.paths {
+			if err := os.WriteFile(path, []byte("storm\n"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		edited := time.Since(start)
+		for _, path := range w.paths {
+			w.repaired(b, path, start.Add(5*time.Minute))
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "s-to-all-repaired")
+		b.ReportMetric(edited.Seconds(), "s-editing")
+	}
+}
+
+func BenchmarkWatchIdle(b *testing.B) {
+	const n = 10000
+	w := startWatchBench(b, n)
+	pid := w.p.cmd.Process.Pid
+	b.ResetTimer()
+	for range b.N {
+		cpu0, t0 := procCPU(b, pid), time.Now()
+		time.Sleep(5 * time.Second) // the measurement window: nothing happens in it
+		cpu := procCPU(b, pid) - cpu0
+		b.ReportMetric(100*cpu.Seconds()/time.Since(t0).Seconds(), "%cpu")
+	}
+	b.ReportMetric(float64(procRSSKiB(b, pid))/1024, "rss-MiB")
+}
+
+// procCPU is the user and system time of process pid.
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
+	ut, _ := strconv.ParseInt(fields[11], 10, 64)
+	st, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// procRSSKiB is the resident set of process pid.
+func procRSSKiB(b *testing.B, pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			v, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			return v
+		}
+	}
+	return 0
+}
