@@ -157,6 +157,9 @@ func compileManifest(m *schemas.Manifest, o Opts) (*Plan, error) {
 		return nil, errs
 	}
 	p := graph(m, data)
+	if errs := checkCycles(p); len(errs) > 0 {
+		return nil, errs
+	}
 	p.PreMessage, p.PostMessage = pre, post
 	return p, nil
 }
