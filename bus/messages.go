@@ -57,6 +57,16 @@ type RunRequest struct {
 	// EachWorker runs the manifest once per live worker of Pool, each as a
 	// child run pinned to that worker; the run's report aggregates them.
 	EachWorker bool `json:"each_worker,omitempty"`
+	// Where keeps, for a fan-out, the live workers of Pool whose published
+	// facts make this expr-lang expression true (as an assignment's where:
+	// facts.role == 'db'). A run with a where fans out as with EachWorker;
+	// one matching no live worker is rejected.
+	Where string `json:"where,omitempty"`
+	// AnswerTimeoutMS bounds, in a fan-out, how long each worker's child
+	// run may take from its start to its end, in milliseconds: a child
+	// not finished by then is cancelled and its worker reported as "no
+	// answer". Zero means 10 minutes.
+	AnswerTimeoutMS int64 `json:"answer_timeout_ms,omitempty"`
 	// PinWorker sends every task of the run (and of its child runs) to
 	// that worker alone, whatever the resources' targets.
 	PinWorker string `json:"pin_worker,omitempty"`

@@ -221,6 +221,9 @@ func (a *api) submit(ctx context.Context, req micro.Request) (any, *bus.APIError
 	if err := a.c.checkPolicy(rr); err != nil {
 		return nil, invalid(err)
 	}
+	if err := a.c.checkTargets(rctx, rr); err != nil {
+		return nil, invalid(err)
+	}
 	if _, err := a.checkManifest(rctx, rr); err != nil {
 		if errors.Is(err, bus.ErrNotFound) {
 			return nil, invalid(fmt.Errorf("bundle %s: %w", rr.Bundle, err))

@@ -327,6 +327,8 @@ func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, 
 		Manifest: cmp.Or(req.ManifestName, "manifest.yaml"), QueuedAt: time.Now().UTC(), Owner: c.cfg.Name,
 	}
 	rec.Request.Pool = cmp.Or(rec.Request.Pool, bus.DefaultPool)
+	// A where fans the run out over the matching workers (fanout.go).
+	rec.Request.EachWorker = rec.Request.EachWorker || req.Where != ""
 	if parent != nil {
 		rec.RootRunID, rec.ParentRunID, rec.ParentTask, rec.Depth = parent.parent.RootRunID, parent.parent.RunID, parent.task, parent.depth
 		rec.ParentAttempt, rec.Chain, rec.ApplyData, rec.DenyApply = parent.attempt, parent.chain, parent.applyData, parent.denyApply

@@ -1,8 +1,11 @@
 package coordinator
 
 import (
+	"cmp"
+	"container/heap"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,9 +18,10 @@ import (
 // registration is what the coordinator reads of a worker's entry in the
 // workers bucket.
 type registration struct {
-	Name        string   `json:"name"`
-	Pools       []string `json:"pools"`
-	Concurrency int      `json:"concurrency"`
+	Name        string         `json:"name"`
+	Pools       []string       `json:"pools"`
+	Concurrency int            `json:"concurrency"`
+	Facts       map[string]any `json:"facts"`
 }
 
 // poolWorkers returns the registrations of the live workers of pool,
@@ -85,38 +89,117 @@ type slotCount struct {
 	at time.Time
 }
 
-// liveWorkers returns the names of the live workers of pool, sorted.
-func liveWorkers(ctx context.Context, b *bus.Bus, pool string) ([]string, error) {
+// DefaultAnswerTimeout is how long a fan-out waits for a worker's child
+// run to end when the request sets no answer_timeout_ms.
+const DefaultAnswerTimeout = 10 * time.Minute
+
+// noAnswerPrefix starts the error of a fan-out task whose worker did not
+// answer in time; the report shows such a task with status NoAnswer.
+const noAnswerPrefix = "no answer: "
+
+// NoAnswer is the report status of a fan-out's child whose worker did not
+// finish it within the answer timeout (it counts as failed).
+const NoAnswer = "no answer"
+
+// fanOutTargets returns the names of the live workers of pool whose
+// published facts make where true (all of them when where is empty),
+// sorted. A where matching none is an error naming the expression (and
+// the first evaluation error, if any).
+func fanOutTargets(ctx context.Context, b *bus.Bus, pool, where string) ([]string, error) {
 	regs, err := poolWorkers(ctx, b, pool)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	names := make([]string, len(regs))
-	for i, reg := range regs {
-		names[i] = reg.Name
+	var names []string
+	var evalErr error
+	for _, reg := range regs {
+		if where != "" {
+			ok, err := whereHolds(where, reg.Facts)
+			if err != nil && evalErr == nil {
+				evalErr = fmt.Errorf("worker %s: %w", reg.Name, err)
+			}
+			if !ok {
+				continue
+			}
+		}
+		names = append(names, reg.Name)
 	}
-	return names, nil
+	switch {
+	case len(names) > 0:
+		return names, nil
+	case where == "":
+		return nil, fmt.Errorf("each worker: no live worker in pool %q", pool)
+	case evalErr != nil:
+		return nil, fmt.Errorf("where %q matches no live worker of pool %q (of %d; %v)", where, pool, len(regs), evalErr)
+	}
+	return nil, fmt.Errorf("where %q matches no live worker of pool %q (of %d)", where, pool, len(regs))
+}
+
+// checkTargets rejects, before it is accepted, a fan-out request whose
+// where matches no live worker of its pool.
+func (c *Coordinator) checkTargets(ctx context.Context, rr bus.RunRequest) error {
+	if rr.AnswerTimeoutMS < 0 {
+		return errors.New("answer_timeout_ms must not be negative")
+	}
+	if rr.Where == "" {
+		return nil
+	}
+	_, err := fanOutTargets(ctx, c.bus, cmp.Or(rr.Pool, bus.DefaultPool), rr.Where)
+	return err
 }
 
 // fanOutPlan is the plan of an each-worker run: one child run of the
-// manifest per live worker of the run's pool, pinned to that worker, all
-// at once. Each child is an apply-like task named after its worker.
+// manifest per live worker of the run's pool (those its where holds on),
+// pinned to that worker, all at once. Each child is an apply-like task
+// named after its worker.
 func (r *run) fanOutPlan(ctx context.Context) (*Plan, error) {
 	pool := r.rec.Request.Pool
 	// The workers are chosen once and kept in the header: a coordinator
 	// resuming the run rebuilds the same plan.
-	workers := r.rec.FanOut
-	if workers == nil {
-		var err error
-		if workers, err = liveWorkers(ctx, r.c.bus, pool); err != nil {
-			return nil, fmt.Errorf("each worker: list workers: %w", err)
+	if r.rec.FanOut == nil {
+		workers, err := fanOutTargets(ctx, r.c.bus, pool, r.rec.Request.Where)
+		if err != nil {
+			return nil, err
 		}
 		r.rec.FanOut = workers
 	}
-	if len(workers) == 0 {
+	if len(r.rec.FanOut) == 0 {
 		return nil, fmt.Errorf("each worker: no live worker in pool %q", pool)
 	}
 	return fanOutPlanOf(r.rec), nil
+}
+
+// answerTimeout is the bound on each child run of a fan-out.
+func (r *run) answerTimeout() time.Duration {
+	return cmp.Or(time.Duration(r.rec.Request.AnswerTimeoutMS)*time.Millisecond, DefaultAnswerTimeout)
+}
+
+// answerDeadline sets the deadline of fan-out task i, whose child run
+// started at since: expire then records that its worker did not answer
+// (noAnswer) and cancels the child.
+func (r *run) answerDeadline(i int, since time.Time) {
+	heap.Push(&r.deadlines, deadlineEntry{at: since.Add(r.answerTimeout()), task: i, attempt: r.m.tasks[i].attempt})
+}
+
+// noAnswer is the error of fan-out task i whose worker did not answer.
+func (r *run) noAnswer(i int) string {
+	return fmt.Sprintf("%sworker %s did not finish its child run within the answer timeout %s; the child run is cancelled",
+		noAnswerPrefix, r.plan.Manifest.Resources[i].Name, r.answerTimeout())
+}
+
+// markNoAnswer shows the fan-out tasks that failed for want of an answer
+// with status NoAnswer and lists their workers in the report.
+func markNoAnswer(rec *record, rep *Report) {
+	if !rec.Request.EachWorker {
+		return
+	}
+	for i := range rep.Resources {
+		rr := &rep.Resources[i]
+		if rr.Status == string(bus.TaskFailed) && strings.HasPrefix(rr.Error, noAnswerPrefix) {
+			rr.Status, rr.Worker = NoAnswer, rr.Name
+			rep.NoAnswer = append(rep.NoAnswer, rr.Name)
+		}
+	}
 }
 
 // fanOutPlanOf is the plan of an each-worker run over the workers its
@@ -153,11 +236,14 @@ func (r *run) startPinnedChild(ctx, spanCtx context.Context, i int) {
 	worker := r.plan.Manifest.Resources[i].Name
 	req := rec.Request
 	req.RunID, req.IdempotencyKey, req.EachWorker, req.PinWorker = r.childID(i, t.attempt), "", false, worker
+	req.Where, req.AnswerTimeoutMS = "", 0
 	err := r.c.accept(ctx, spanCtx, req, &childOf{
 		parent: rec, task: i, attempt: t.attempt, depth: rec.Depth + 1, name: rec.Manifest + "@" + worker,
 		chain: r.chain(), maxDepth: rec.MaxDepth,
 	})
 	if err != nil {
 		r.childFailed(ctx, i, fmt.Errorf("worker %s: start child run: %w", worker, err))
+		return
 	}
+	r.answerDeadline(i, time.Now())
 }

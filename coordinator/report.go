@@ -65,6 +65,10 @@ type Report struct {
 	// Page is set by runs.get when Resources holds part of the run's
 	// resources (asked for with offset/limit, or cut to fit one reply).
 	Page *ReportPage `json:"page,omitempty"`
+	// NoAnswer names the workers of a fan-out (each-worker or where run)
+	// that did not finish their child run within the answer timeout; their
+	// resources have status "no answer" and count as failed.
+	NoAnswer []string `json:"no_answer,omitempty"`
 }
 
 // ReportPage says which of a run's resources a report holds.
@@ -364,6 +368,7 @@ func reportOf(rec *record, p *Plan, m *machine) *Report {
 		}
 		rep.Resources = append(rep.Resources, rr)
 	}
+	markNoAnswer(rec, rep)
 	rep.PreMessage = p.PreMessage
 	if m.counts.Failed == 0 {
 		rep.PostMessage = p.PostMessage

@@ -249,8 +249,11 @@ func (r *run) caughtUp(ctx, spanCtx context.Context) {
 	r.m.inFlightSegments(func(first, n int) {
 		if r.plan.Manifest.Resources[first].Type == "apply" {
 			t := &r.m.tasks[first]
-			if _, _, err := loadRecord(ctx, r.c.bus.Runs(), r.childID(first, t.attempt)); err == nil {
+			if child, _, err := loadRecord(ctx, r.c.bus.Runs(), r.childID(first, t.attempt)); err == nil {
 				r.children[first] = true
+				if r.rec.Request.EachWorker {
+					r.answerDeadline(first, child.QueuedAt)
+				}
 				return // the child run is there; its outcome will come
 			}
 			r.startApply(ctx, r.taskSpan(spanCtx, first, true), first)
@@ -462,6 +465,9 @@ func (r *run) expire(ctx context.Context, now time.Time) {
 			Status: bus.TaskFailed, Worker: "coordinator " + r.c.cfg.Name,
 			Error: fmt.Sprintf("no outcome by the task deadline %s: no worker of pool %q finished it in time",
 				d.at.Add(-r.c.cfg.OutcomeGrace).UTC().Format(time.RFC3339), r.m.pools[d.task])}
+		if r.rec.Request.EachWorker {
+			o.Error = r.noAnswer(d.task)
+		}
 		bus.SignFact(&o, r.rec.Secret)
 		id := bus.TaskMsgID(r.rec.RunID, d.task, d.attempt) + "/deadline"
 		if err := r.c.bus.PublishFact(ctx, o, id); err != nil {
@@ -469,6 +475,9 @@ func (r *run) expire(ctx context.Context, now time.Time) {
 			d.at = now.Add(writeRetryDelay)
 			heap.Push(&r.deadlines, d)
 			return
+		}
+		if r.rec.Request.EachWorker {
+			r.cancelChild(ctx, d.task, d.attempt)
 		}
 	}
 }
@@ -746,6 +755,10 @@ func (r *run) finish(ctx context.Context) {
 	}
 	r.span.SetAttributes(attribute.String("manifold.status", string(rec.Status)))
 	rep := r.report()
+	if len(rep.NoAnswer) > 0 {
+		rec.Error += "; no answer from " + strings.Join(rep.NoAnswer, ", ")
+		rep.Error = rec.Error
+	}
 	data, err := json.Marshal(rep)
 	if err == nil {
 		err = r.c.bus.PutReport(ctx, rec.RunID, data)
