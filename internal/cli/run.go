@@ -51,6 +51,8 @@ func runRun(ctx context.Context, st IO, args []string) int {
 		noop       bool
 		hcOnly     bool
 		eachWorker bool
+		where      string
+		answerTO   time.Duration
 		maxDpth    int
 		otlp       string
 	)
@@ -65,6 +67,8 @@ func runRun(ctx context.Context, st IO, args []string) int {
 	fs.BoolVar(&hcOnly, "monitor-only", false, "alias of --health-check-only (CCM's name)")
 	fs.StringVar(&pool, "pool", "", "worker pool of resources that name no target (default: default)")
 	fs.BoolVar(&eachWorker, "each-worker", false, "run the manifest once on every live worker of --pool, each as a child run pinned to that worker")
+	fs.StringVar(&where, "where", "", "run on the live workers of --pool whose facts make this expression true (implies a fan-out as --each-worker), e.g. facts.role == 'db'")
+	fs.DurationVar(&answerTO, "answer-timeout", coordinator.DefaultAnswerTimeout, "in a fan-out, a worker whose child run has not finished after this long is reported 'no answer' and the run fails")
 	fs.StringVar(&rr.idempotencyKey, "idempotency-key", "", "the same key never starts two runs: a repeat gets the first run's ID")
 	fs.DurationVar(&rr.timeout, "timeout", time.Hour, "stop waiting after this long (exit 3); the run goes on")
 	fs.IntVar(&maxDpth, "max-depth", 0, "maximum nesting of apply resources (default: the coordinator's)")
@@ -90,6 +94,10 @@ func runRun(ctx context.Context, st IO, args []string) int {
 		fmt.Fprintln(st.Stderr, "manifold run: --max-depth and --task-timeout must not be negative")
 		return ExitInvalid
 	}
+	if answerTO <= 0 {
+		fmt.Fprintf(st.Stderr, "manifold run: --answer-timeout %s: must be positive\n", answerTO)
+		return ExitInvalid
+	}
 	rr.path, rr.output = pos[0], output.value
 	cf.kvFrom(st, &conn) // --hiera kv://
 	data, facts, ok := cf.inputs(ctx, st, "run", false)
@@ -101,7 +109,10 @@ func runRun(ctx context.Context, st IO, args []string) int {
 		return ExitInvalid
 	}
 	rr.req = bus.RunRequest{Data: data, Facts: facts, Noop: noop, HealthCheckOnly: hcOnly, Pool: pool, MaxDepth: maxDpth,
-		TaskTimeoutMS: taskTO.Milliseconds(), EachWorker: eachWorker}
+		TaskTimeoutMS: taskTO.Milliseconds(), EachWorker: eachWorker, Where: where}
+	if eachWorker || where != "" {
+		rr.req.AnswerTimeoutMS = max(answerTO.Milliseconds(), 1)
+	}
 	if rr.tree, ok = compileTree(st, "run", rr.path, data, facts); !ok {
 		return ExitInvalid
 	}
