@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime/debug"
 	"strings"
 )
@@ -137,6 +138,54 @@ func isUsage(err error) bool {
 }
 
 func runVersion(_ context.Context, st IO, args []string) int {
-	fmt.Fprintln(st.Stdout, "manifold", Version)
+	bi, _ := debug.ReadBuildInfo()
+	fmt.Fprintln(st.Stdout, "manifold", versionOf(Version, bi))
 	return ExitOK
+}
+
+// pseudoVersion matches a Go pseudo-version's time and revision.
+var pseudoVersion = regexp.MustCompile(`[-.]\d{14}-[0-9a-f]{12}(\+|$)`)
+
+// versionOf is the version `manifold version` prints: the linker's
+// Version when set, else the module's version (go install
+// module@version), followed by the VCS revision and commit time the Go
+// toolchain stamps into a build from a checkout ("+modified" when the
+// checkout had uncommitted changes), and the Go version.
+func versionOf(linked string, bi *debug.BuildInfo) string {
+	v := linked
+	if bi == nil {
+		return v
+	}
+	// A pseudo-version (v0.0.0-20260102150405-abcdef123456+dirty) only
+	// repeats the revision and time printed below.
+	if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" && !pseudoVersion.MatchString(bi.Main.Version) {
+		v = bi.Main.Version
+	}
+	var rev, at, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "+modified"
+			}
+		}
+	}
+	var parts []string
+	if rev != "" {
+		parts = append(parts, "revision "+rev+modified)
+	}
+	if at != "" {
+		parts = append(parts, at)
+	}
+	if bi.GoVersion != "" {
+		parts = append(parts, bi.GoVersion)
+	}
+	if len(parts) > 0 {
+		v += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return v
 }

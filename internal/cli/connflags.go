@@ -50,7 +50,7 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "client certificate file")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "client private key file")
 	fs.StringVar(&c.context, "context", "", "NATS CLI context: a name in ~/.config/nats/context/ or a path to its JSON file")
-	fs.StringVar(&c.credentials, "credentials", "", "directory of the nkeys `manifold server` generates, used when no other credentials are given (default: $"+credentialsEnv+", else "+systemCredentialsDir+" for root, ~/.config/manifold/credentials for others)")
+	fs.StringVar(&c.credentials, "credentials", "", "`DIR` holding the nkeys 'manifold server' generates, used when no other credentials are given (default: $"+credentialsEnv+", else "+systemCredentialsDir+" for root, ~/.config/manifold/credentials for others)")
 }
 
 // explicit reports whether the command line names a server (--server or

@@ -12,15 +12,22 @@ import (
 )
 
 // newFlags returns a flag set whose usage goes to stdout when the user
-// asks for it (--help, exit 0) and to stderr after a flag error (exit 2).
+// asks for it (--help, exit 0). After a flag or argument error (exit 2)
+// stderr gets the error and the synopsis with a pointer to --help, not
+// the whole help, which would scroll the error away.
 func newFlags(name, synopsis, about string, st IO, args []string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(st.Stderr)
-	if wantsHelp(args) && st.Stdout != nil {
+	help := wantsHelp(args)
+	if help && st.Stdout != nil {
 		fs.SetOutput(st.Stdout)
 	}
 	fs.Usage = func() {
 		out := fs.Output()
+		if !help {
+			fmt.Fprintf(out, "Usage: manifold %s %s\nRun 'manifold %s --help' for its flags.\n", name, synopsis, name)
+			return
+		}
 		fmt.Fprintf(out, "Usage: manifold %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(about))
 		fs.PrintDefaults()
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/manifold-run/manifold/schemas"
 )
@@ -103,10 +104,23 @@ func runSchema(_ context.Context, st IO, args []string) int {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	for _, n := range names {
-		if len(pos) > 0 && n != pos[0]+".cue" && n != pos[0] {
-			continue
+	if len(pos) > 1 {
+		fmt.Fprintln(st.Stderr, "manifold schema: want at most one TYPE argument")
+		return ExitInvalid
+	}
+	if len(pos) == 1 {
+		n := strings.TrimSuffix(pos[0], ".cue") + ".cue"
+		if _, ok := files[n]; !ok {
+			types := make([]string, len(names))
+			for i, n := range names {
+				types[i] = strings.TrimSuffix(n, ".cue")
+			}
+			fmt.Fprintf(st.Stderr, "manifold schema: no schema %q (there are: %s)\n", pos[0], strings.Join(types, ", "))
+			return ExitInvalid
 		}
+		names = []string{n}
+	}
+	for _, n := range names {
 		fmt.Fprintf(st.Stdout, "// %s\n%s\n", n, files[n])
 	}
 	return ExitOK
