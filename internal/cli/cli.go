@@ -48,6 +48,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"apply", "run a manifest and wait for it (embedded engine by default)", runApply},
+		{"ensure", "manage one resource ad hoc (CCM's 'ccm ensure'): TYPE NAME --prop value", runEnsure},
 		{"run", "submit a run to a server; --follow to stream its progress", runRun},
 		{"status", "print the state of a run", runStatus},
 		{"runs", "list the newest runs", runRuns},
