@@ -173,11 +173,13 @@ func (a *api) convergeEnd(ctx context.Context, runID string, wait time.Duration)
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("run %s: report: %w", runID, err))
 	}
-	return convergeReply(rep), nil
+	return ConvergeSummary(rep), nil
 }
 
-// convergeReply sums a convergence run's report up for the worker's loop.
-func convergeReply(rep *Report) bus.ConvergeReply {
+// ConvergeSummary sums a convergence run's report up for a convergence
+// loop (a worker's, or apply --watch's): the resources changed, failed and
+// stable, and whether a health check is CRITICAL.
+func ConvergeSummary(rep *Report) bus.ConvergeReply {
 	out := bus.ConvergeReply{RunID: rep.RunID, Ended: true, Status: string(rep.Status), Error: rep.Error}
 	for _, r := range rep.Resources {
 		switch r.Status {

@@ -351,15 +351,17 @@ func (s *assigner) executing(task bus.Task) func(resources.Resource) {
 	}
 }
 
-// admit reports whether a hint of ref is drift rather than the run's own
-// write, and notes when drift of ref was first seen.
+// admit notes when drift of ref was first seen (not while the resource's
+// own task runs: that is its own write, for the repair-time metric) and
+// admits every hint.
 func (l *assignLoop) admit(ref string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.running[ref] {
-		return false
-	}
-	if _, ok := l.seen[ref]; !ok {
+	// An event read while the resource's task runs may be the task's own
+	// write or another writer's: it is admitted either way (an own write
+	// costs a check that finds the resource stable; dropping it could
+	// lose a hand edit until the next full check).
+	if _, ok := l.seen[ref]; !ok && !l.running[ref] {
 		l.seen[ref] = time.Now()
 	}
 	return true

@@ -177,23 +177,8 @@ func (w *watchRun) converge(ctx context.Context, t converge.Trigger) (converge.R
 		return converge.RunResult{}, fmt.Errorf("run %s: report: %w", req.RunID, err)
 	}
 	w.print(rep, t)
-	var res converge.RunResult
-	for _, r := range rep.Resources {
-		switch r.Status {
-		case string(bus.TaskChanged):
-			res.Changed = append(res.Changed, r.Ref)
-		case string(bus.TaskFailed):
-			res.Failed = append(res.Failed, r.Ref)
-		case string(bus.TaskStable):
-			res.Stable = append(res.Stable, r.Ref)
-		}
-		for _, hc := range r.HealthChecks {
-			if hc.Status == string(resources.HealthCritical) && !hc.Ignored {
-				res.Critical = true
-			}
-		}
-	}
-	return res, nil
+	sum := coordinator.ConvergeSummary(rep)
+	return converge.RunResult{Changed: sum.Changed, Failed: sum.Failed, Stable: sum.Stable, Critical: sum.Critical}, nil
 }
 
 // print writes a convergence run's outcome: in json one report per line;
