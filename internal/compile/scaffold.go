@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,15 +13,9 @@ import (
 
 	"github.com/CloudyKit/jet/v6"
 
+	"github.com/manifold-run/manifold/resources/scaffold"
 	"github.com/manifold-run/manifold/resources/template"
 	"github.com/manifold-run/manifold/schemas"
-)
-
-// Bounds of a scaffold source read to check its templates (the scaffold
-// type's own: 10,000 files of at most 1 MiB).
-const (
-	maxScaffoldFiles = 10_000
-	maxScaffoldFile  = 1 << 20
 )
 
 // ErrScaffoldOutside is wrapped by the error of a scaffold whose source
@@ -55,11 +48,13 @@ func checkScaffold(r *schemas.Resource, scope template.Scope) error {
 	if scope.Dir == "" {
 		return nil
 	}
-	files, err := readScaffold(scope.Dir, rel)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil // the worker reports it
-		}
+	files, err := scaffold.ReadSource(scope.Dir, rel)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil // the worker reports it
+	case errors.Is(err, scaffold.ErrSourceOutside):
+		return fmt.Errorf("%w: %q: %w", ErrScaffoldOutside, src, err)
+	case err != nil:
 		return fmt.Errorf("%q: %w", src, err)
 	}
 	engine, _ := r.Properties["engine"].(string)
@@ -105,50 +100,6 @@ func checkScaffold(r *schemas.Resource, scope template.Scope) error {
 		}
 	}
 	return nil
-}
-
-// readScaffold reads the regular files under dir/rel (slash-separated
-// paths relative to it), never through a symlink leading out of dir.
-func readScaffold(dir, rel string) (map[string][]byte, error) {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	sub, err := root.OpenRoot(rel)
-	if err != nil {
-		if strings.Contains(err.Error(), "escapes") {
-			return nil, fmt.Errorf("%w: %w", ErrScaffoldOutside, err)
-		}
-		return nil, err
-	}
-	defer sub.Close()
-	out := map[string][]byte{}
-	err = fs.WalkDir(sub.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		switch {
-		case err != nil:
-			return err
-		case d.IsDir() || !d.Type().IsRegular():
-			return nil // the worker refuses what is not a regular file
-		case len(out) >= maxScaffoldFiles:
-			return fmt.Errorf("more than %d files", maxScaffoldFiles)
-		}
-		f, err := sub.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		b, err := io.ReadAll(io.LimitReader(f, maxScaffoldFile+1))
-		if err != nil {
-			return err
-		}
-		if len(b) > maxScaffoldFile {
-			return fmt.Errorf("%s is larger than %d bytes", p, maxScaffoldFile)
-		}
-		out[p] = b
-		return nil
-	})
-	return out, err
 }
 
 func firstLine(s string) string {

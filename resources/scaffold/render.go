@@ -52,6 +52,19 @@ func loadSource(rootDir, workDir, src string, lim limits) (source, error) {
 	if err != nil || !filepath.IsLocal(rel) && rel != "." {
 		return nil, fmt.Errorf("%w: must be inside %s", ErrSourceOutside, base)
 	}
+	return readSource(base, rel, lim)
+}
+
+// ReadSource reads the template directory rel (relative to dir) into
+// memory, as a worker reads it: never through a symbolic link leading
+// out of dir (ErrSourceOutside), regular files and directories only, within
+// MaxTemplates files of MaxFileBytes. The compiler uses it to check a
+// scaffold's templates before the run.
+func ReadSource(dir, rel string) (map[string][]byte, error) {
+	return readSource(dir, rel, defaultLimits)
+}
+
+func readSource(base, rel string, lim limits) (source, error) {
 	root, err := os.OpenRoot(base)
 	if err != nil {
 		return nil, err
