@@ -116,6 +116,9 @@ func (p *PathWatcher) Watched() int {
 func (p *PathWatcher) register(key string, targets []resources.WatchTarget) error {
 	var first error
 	for _, t := range targets {
+		if t.Path == "" {
+			continue // a unit or a KV entry: not the file system's
+		}
 		path := filepath.Clean(t.Path)
 		if err := p.watchEntry(key, path); err != nil && first == nil {
 			first = err
@@ -223,6 +226,9 @@ func (p *PathWatcher) unregister(key string) {
 	}
 	delete(p.entries, key)
 	for _, t := range p.targets[key] {
+		if t.Path == "" {
+			continue
+		}
 		root := filepath.Clean(t.Path)
 		keys := p.trees[root]
 		if !t.Tree || !keys[key] {

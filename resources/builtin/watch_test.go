@@ -32,7 +32,9 @@ func TestWatchTargets(t *testing.T) {
 		{resources.Spec{Type: "package", Name: "nginx"}, []resources.WatchTarget{{Path: "/var/lib/dpkg/status"}, {Path: "/var/lib/rpm", Tree: true}}},
 		{resources.Spec{Type: "document", Name: "/etc/app.json", Properties: map[string]any{"content": map[string]any{"a": 1}}},
 			[]resources.WatchTarget{{Path: "/etc/app.json"}}},
-		{resources.Spec{Type: "document", Name: "kv://app/config", Properties: map[string]any{"content": map[string]any{"a": 1}}}, nil},
+		{resources.Spec{Type: "document", Name: "kv://app/config", Properties: map[string]any{"content": map[string]any{"a": 1}}},
+			[]resources.WatchTarget{{Bucket: "app", Key: "config"}}},
+		{resources.Spec{Type: "service", Name: "nginx"}, []resources.WatchTarget{{Unit: "nginx"}}},
 		{resources.Spec{Type: "scaffold", Name: "/srv/site", Properties: map[string]any{"source": "templates"}},
 			[]resources.WatchTarget{{Path: "/srv/site", Tree: true}}},
 	} {
