@@ -152,6 +152,7 @@ func (b *Bus) provision(ctx context.Context) error {
 			Description: "manifold run histories: task outcomes, deadlines, cancellations"},
 		{Name: StreamEvents, Subjects: []string{SubjectEventsAll}, Retention: jetstream.LimitsPolicy,
 			MaxAge: b.cfg.EventsMaxAge, Replicas: r, Description: "manifold progress events"},
+		registrationsStream(b.cfg), // registrations.go
 	}
 	// Created side by side: each is a round trip to the meta leader, and
 	// the embedded engine of `manifold apply` waits for all of them.
