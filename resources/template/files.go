@@ -261,5 +261,6 @@ func (s Scope) jetFunctions() map[string]jet.Func {
 			}
 			return reflect.ValueOf(out)
 		},
+		"registrations": s.jetRegistrations, // registrations.go
 	}
 }

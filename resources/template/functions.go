@@ -35,6 +35,9 @@ func (s Scope) functions() map[string]any {
 		"template": s.template,
 		// jet(text or path.jet, [left, right]) renders a Jet template.
 		"jet": s.jet,
+		// registrations(cluster, protocol, service, address) returns the
+		// live service entries (registrations.go).
+		"registrations": s.registrations,
 	}
 }
 

@@ -39,6 +39,9 @@ type Scope struct {
 	// zero is RenderTimeout from its start. Past it the evaluation fails
 	// with an error wrapping ErrLimit.
 	Deadline time.Time
+	// Registrations answers registrations() (registrations.go); nil makes
+	// it fail with ErrNoRegistrations.
+	Registrations RegistrationLookup
 
 	// budget is what the evaluation under way may still spend (nil
 	// outside one); nested calls share it.
