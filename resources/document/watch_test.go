@@ -52,7 +52,9 @@ func TestKVDocumentWatchRepairs(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- converge.Loop(ctx, converge.LoopConfig{SkipStart: true, Interval: time.Hour}, runner, hints) }()
+	go func() {
+		done <- converge.Loop(ctx, converge.LoopConfig{SkipStart: true, Interval: time.Hour}, runner, hints)
+	}()
 	defer func() { cancel(); <-done }()
 
 	// The hand edit.
