@@ -450,8 +450,16 @@ func disjunctionMessage(def, input cue.Value, rel []string, fallback string) str
 	}
 	d, v := def, input
 	for _, r := range rel {
-		if r == "" || r[0] == '[' {
+		if r == "" {
 			return fallback
+		}
+		if r[0] == '[' { // a list item: health_checks[0], register_when_stable[1]
+			n, err := strconv.Atoi(strings.Trim(r, "[]"))
+			if err != nil {
+				return fallback
+			}
+			d, v = d.LookupPath(cue.MakePath(cue.AnyIndex)), v.LookupPath(cue.MakePath(cue.Index(n)))
+			continue
 		}
 		d, v = lookupField(d, r), v.LookupPath(cue.MakePath(cue.Str(r)))
 	}

@@ -126,6 +126,10 @@ type Resource struct {
 	Control *Control `json:"control,omitempty"`
 	// HealthChecks are kept raw until the resource library interprets them.
 	HealthChecks []map[string]any `json:"health_checks,omitempty"`
+	// RegisterWhenStable are the service entries published when the
+	// resource is applied, not failed, not noop and healthy (CCM's
+	// registration), kept raw (templates) until the worker renders them.
+	RegisterWhenStable []map[string]any `json:"register_when_stable,omitempty"`
 	// Target is the worker pool; empty means the run's pool.
 	Target string `json:"target,omitempty"`
 	// Timeout bounds one execution; zero means the engine default.

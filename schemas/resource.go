@@ -17,7 +17,7 @@ const defaultsName = "defaults"
 // fields, everything else into Resource.Properties.
 var commonProps = map[string]bool{
 	"type": true, "name": true, "alias": true, "ensure": true, "provider": true,
-	"require": true, "subscribe": true, "control": true, "health_checks": true,
+	"require": true, "subscribe": true, "control": true, "health_checks": true, "register_when_stable": true,
 	"target": true, "timeout": true, "retry": true, "autoedge": true,
 }
 
@@ -306,6 +306,12 @@ func (p *loader) validate(typ string, def, props cue.Value, path string, pos Pos
 			if err = fv.Decode(&r.HealthChecks); err == nil {
 				for i, hc := range r.HealthChecks {
 					r.HealthChecks[i] = normalize(hc).(map[string]any)
+				}
+			}
+		case "register_when_stable":
+			if err = fv.Decode(&r.RegisterWhenStable); err == nil {
+				for i, e := range r.RegisterWhenStable {
+					r.RegisterWhenStable[i] = normalize(e).(map[string]any)
 				}
 			}
 		case "target":
