@@ -62,6 +62,7 @@ func commands() []command {
 		{"worker", "run a worker (executes tasks of its pools)", runWorker},
 		{"validate", "check a manifest against the schemas without running it", runValidate},
 		{"render", "print a manifest in the normalised flat form", runRender},
+		{"graph", "print a manifest's resource graph (DOT, Mermaid or SVG), coloured by a run", runGraph},
 		{"facts", "print this host's facts (JSON), or one of them", runFacts},
 		{"schema", "print the CUE schemas manifests are checked against", runSchema},
 		{"version", "print the version", runVersion},

@@ -25,6 +25,10 @@ type Tree struct {
 	Plan *Plan
 	// Manifests is how many manifests were compiled (the entry included).
 	Manifests int
+	// Plans holds the plan of every manifest compiled, by its path inside
+	// the bundle (Entry's is Plan). A child applied twice has one plan,
+	// compiled with the data of its first apply.
+	Plans map[string]*Plan
 }
 
 // Build compiles the manifest file at entry and, recursively, the child
@@ -45,9 +49,9 @@ func Build(entry string, o Opts) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &collector{root: root, realRoot: realRoot, display: filepath.Dir(entry), b: bundle.New(), seen: map[string]bool{}, read: map[string]bool{}, o: o}
+	c := &collector{root: root, realRoot: realRoot, display: filepath.Dir(entry), b: bundle.New(), seen: map[string]bool{}, read: map[string]bool{}, plans: map[string]*Plan{}, o: o}
 	name := filepath.Base(entry)
-	t := &Tree{Bundle: c.b, Entry: name}
+	t := &Tree{Bundle: c.b, Entry: name, Plans: c.plans}
 	if t.Plan, err = c.manifest(name, nil, nil); err != nil {
 		return nil, err
 	}
@@ -64,6 +68,7 @@ type collector struct {
 	display string
 	b       *bundle.Bundle
 	seen    map[string]bool
+	plans   map[string]*Plan
 	o       Opts
 }
 
@@ -109,6 +114,7 @@ func (c *collector) manifest(name string, applyData map[string]any, ancestors ma
 	if err != nil {
 		return nil, err
 	}
+	c.plans[name] = p
 	// The children may refer to this manifest's resources and its
 	// ancestors'.
 	inner := make(map[string]bool, len(ancestors)+len(p.Manifest.Resources))
