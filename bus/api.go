@@ -118,8 +118,11 @@ type RunSummary struct {
 	Noop     bool   `json:"noop"`
 	Pool     string `json:"pool,omitempty"`
 	// Trigger and Assignment: see RunRequest (convergence runs).
-	Trigger    string     `json:"trigger,omitempty"`
-	Assignment string     `json:"assignment,omitempty"`
+	Trigger    string `json:"trigger,omitempty"`
+	Assignment string `json:"assignment,omitempty"`
+	// Offline marks a run a worker carried out while cut off from the
+	// bus and reported later (RunRequest.Offline).
+	Offline    bool       `json:"offline,omitempty"`
 	Counts     RunCounts  `json:"counts"`
 	Error      string     `json:"error,omitempty"`
 	QueuedAt   time.Time  `json:"queued_at"`
@@ -170,7 +173,7 @@ type ValidateReply struct {
 // permission problem.
 func Attach(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 	cfg = cfg.WithDefaults()
-	js, err := jetstream.New(nc)
+	js, err := newJetStream(nc, cfg.Domain)
 	if err != nil {
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}

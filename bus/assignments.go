@@ -119,6 +119,10 @@ type ConvergeRequest struct {
 	// the run's end before it answers with Ended false (the worker then
 	// asks again with RunID). Defaults to 30s; at most 5 minutes.
 	WaitMS int64 `json:"wait_ms,omitempty"`
+	// Offline, with Trigger TriggerOffline, reports a run the worker
+	// carried out from its cached plan while it could not reach the bus
+	// (bus/offline.go): the coordinator records it, starts nothing.
+	Offline *OfflineRun `json:"offline,omitempty"`
 }
 
 // ConvergeReply answers a ConvergeRequest: the run's ID and, once the run
@@ -135,6 +139,9 @@ type ConvergeReply struct {
 	// Critical is set when a health check answered CRITICAL.
 	Critical bool   `json:"critical,omitempty"`
 	Error    string `json:"run_error,omitempty"`
+	// Total is the number of resources of the run (a worker caches the
+	// run's plan only when it executed every one of them).
+	Total int `json:"total,omitempty"`
 	ErrorReply
 }
 

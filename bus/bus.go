@@ -57,6 +57,11 @@ type Config struct {
 	// files: for the embedded engine of `manifold apply`, whose store is
 	// private to the process and removed when it exits.
 	MemoryStorage bool
+	// Domain is the JetStream domain manifold's streams and buckets live
+	// in, for a client connected to a leafnode server of another domain
+	// (a site's): its JetStream calls go to $JS.<Domain>.API. Empty uses
+	// the JetStream of the server the client is connected to.
+	Domain string
 }
 
 // WithDefaults returns cfg with every zero field set to its default.
@@ -102,7 +107,7 @@ type Bus struct {
 // JetStream meta leader is being elected, until ctx ends.
 func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 	cfg = cfg.WithDefaults()
-	js, err := jetstream.New(nc)
+	js, err := newJetStream(nc, cfg.Domain)
 	if err != nil {
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
@@ -121,6 +126,15 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// newJetStream returns the JetStream of domain (empty: the connected
+// server's).
+func newJetStream(nc *nats.Conn, domain string) (jetstream.JetStream, error) {
+	if domain != "" {
+		return jetstream.NewWithDomain(nc, domain)
+	}
+	return jetstream.New(nc)
 }
 
 func retryable(err error) bool {

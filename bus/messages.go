@@ -93,6 +93,12 @@ type RunRequest struct {
 	// their subscriptions, the resources they refresh: a repair run of an
 	// assignment (compile.Subset). Empty runs every resource.
 	Only []string `json:"only,omitempty"`
+	// Offline marks a convergence run a worker carried out from its
+	// cached plan while it could not reach the bus, and reported later;
+	// ReportedBy names that worker. Its outcomes are the worker's claims
+	// (see OfflineRun). Set by coordinators only.
+	Offline    bool   `json:"offline,omitempty"`
+	ReportedBy string `json:"reported_by,omitempty"`
 }
 
 // DefaultPool is the pool of tasks that name none.

@@ -37,6 +37,9 @@ func (b *Bus) readObject(ctx context.Context, store jetstream.ObjectStore, bucke
 		return nil, fmt.Errorf("%w: %d bytes exceeds the limit of %d bytes", ErrTooLarge, info.Size, limit)
 	}
 	api := "$JS.API.DIRECT.GET.OBJ_" + bucket
+	if b.cfg.Domain != "" { // a leafnode's client: the domain's API
+		api = "$JS." + b.cfg.Domain + ".API.DIRECT.GET.OBJ_" + bucket
+	}
 	subject := "$O." + bucket + ".C." + info.NUID
 	data := make([]byte, 0, info.Size)
 	seq := uint64(0)

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -75,6 +74,9 @@ func (a *api) converge(ctx context.Context, req micro.Request) (any, *bus.APIErr
 	if e := decodeRequest(req, &cr); e != nil {
 		return nil, e
 	}
+	if cr.Trigger == bus.TriggerOffline {
+		return a.recordOffline(ctx, workerName, cr)
+	}
 	if !validTrigger(cr.Trigger) {
 		return nil, invalid(fmt.Errorf("trigger %q: want start, assign, change, interval, drift or health", cr.Trigger))
 	}
@@ -97,15 +99,9 @@ func (a *api) converge(ctx context.Context, req micro.Request) (any, *bus.APIErr
 	if cr.Version != asg.Version {
 		return nil, &bus.APIError{Code: bus.APIConflict, Message: fmt.Sprintf("assignment %s is at version %d, not %d", asg.Name, asg.Version, cr.Version)}
 	}
-	e, err := a.c.bus.Workers().Get(rctx, workerName)
-	if errors.Is(err, bus.ErrNotFound) {
-		return nil, &bus.APIError{Code: bus.APINotFound, Message: "no live worker " + workerName}
-	} else if err != nil {
-		return nil, unavailable(err)
-	}
-	var w workerEntry
-	if err := json.Unmarshal(e.Value, &w); err != nil {
-		return nil, unavailable(fmt.Errorf("worker %s: unreadable registration: %w", workerName, err))
+	w, apiErr := a.liveWorker(rctx, workerName)
+	if apiErr != nil {
+		return nil, apiErr
 	}
 	if !slices.Contains(w.Pools, asg.Pool) {
 		return nil, invalid(fmt.Errorf("worker %s is not in pool %s of assignment %s", workerName, asg.Pool, asg.Name))
@@ -180,7 +176,7 @@ func (a *api) convergeEnd(ctx context.Context, runID string, wait time.Duration)
 // loop (a worker's, or apply --watch's): the resources changed, failed and
 // stable, and whether a health check is CRITICAL.
 func ConvergeSummary(rep *Report) bus.ConvergeReply {
-	out := bus.ConvergeReply{RunID: rep.RunID, Ended: true, Status: string(rep.Status), Error: rep.Error}
+	out := bus.ConvergeReply{RunID: rep.RunID, Ended: true, Status: string(rep.Status), Error: rep.Error, Total: len(rep.Resources)}
 	for _, r := range rep.Resources {
 		switch r.Status {
 		case string(bus.TaskChanged):

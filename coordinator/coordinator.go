@@ -347,6 +347,9 @@ func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, 
 			return c.reject(ctx, rec, fmt.Errorf("pin_worker: %w", err))
 		}
 	}
+	if req.Offline || req.ReportedBy != "" {
+		return c.reject(ctx, rec, errors.New("offline and reported_by are set by coordinators only (offline runs a worker reports)"))
+	}
 	if parent == nil {
 		if err := c.checkPolicy(req); err != nil {
 			return c.reject(ctx, rec, err)

@@ -63,7 +63,7 @@ func (rec *record) summary() bus.RunSummary {
 	c := rep.Counts
 	return bus.RunSummary{
 		RunID: rec.RunID, Manifest: rec.Manifest, Status: string(rec.Status), Noop: rec.Request.Noop,
-		Pool: rec.Request.Pool, Trigger: rec.Request.Trigger, Assignment: rec.Request.Assignment, Error: rec.Error, QueuedAt: rec.QueuedAt,
+		Pool: rec.Request.Pool, Trigger: rec.Request.Trigger, Assignment: rec.Request.Assignment, Offline: rec.Request.Offline, Error: rec.Error, QueuedAt: rec.QueuedAt,
 		StartedAt: rep.StartedAt, FinishedAt: rep.FinishedAt,
 		Counts: bus.RunCounts{Total: c.Total, Changed: c.Changed, Stable: c.Stable, Failed: c.Failed, Skipped: c.Skipped},
 	}

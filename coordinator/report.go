@@ -69,6 +69,12 @@ type Report struct {
 	// that did not finish their child run within the answer timeout; their
 	// resources have status "no answer" and count as failed.
 	NoAnswer []string `json:"no_answer,omitempty"`
+	// Offline marks a convergence run a worker carried out from its
+	// cached plan while it could not reach the bus, recorded when it
+	// reported it; ReportedBy names that worker. Its outcomes are the
+	// worker's claims (no history, task tokens or trace back them).
+	Offline    bool   `json:"offline,omitempty"`
+	ReportedBy string `json:"reported_by,omitempty"`
 }
 
 // ReportPage says which of a run's resources a report holds.
@@ -328,6 +334,8 @@ func (rec *record) header() *Report {
 		Assignment:      rec.Request.Assignment,
 
 		AssignmentVersion: rec.Request.AssignmentVersion,
+		Offline:           rec.Request.Offline,
+		ReportedBy:        rec.Request.ReportedBy,
 		Coordinator:       rec.Owner,
 		Error:             rec.Error,
 		Counts:            rec.Counts,

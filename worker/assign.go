@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +45,18 @@ type AssignmentStatus struct {
 	// Polling is set when the resources' paths are not (all) watched:
 	// only interval checks see drift there.
 	Polling bool `json:"polling,omitempty"`
+	// LastChecked is when every resource was last checked and found
+	// converged or repaired: by a full run, or by an interval check of the
+	// cached plan that found nothing drifted (no run then: docs/offline.md).
+	LastChecked time.Time `json:"last_checked,omitzero"`
+	// Offline is set while the worker converges the assignment from its
+	// cached plan because the bus or the coordinators are out of reach;
+	// Spooled counts its offline runs not yet reported.
+	Offline bool `json:"offline,omitempty"`
+	Spooled int  `json:"spooled,omitempty"`
+	// Cached says the worker holds a valid plan of this version (interval
+	// checks run locally; the assignment is converged offline too).
+	Cached bool `json:"cached,omitempty"`
 }
 
 // assigner keeps a worker's assignments converged: it watches the
@@ -54,6 +67,12 @@ type assigner struct {
 	w   *Worker
 	log *slog.Logger
 	m   *assignMetrics
+
+	// plans is the directory of cached plans ("": memory only), planMax
+	// their bound in bytes; spool holds the offline runs to report.
+	plans   string
+	planMax int
+	spool   *spool
 
 	mu     sync.Mutex
 	loops  map[string]*assignLoop
@@ -72,6 +91,10 @@ type assignLoop struct {
 	mu      sync.Mutex
 	running map[string]bool      // refs whose task runs here: their events are its own writes
 	seen    map[string]time.Time // ref → first hint not yet repaired
+	// collecting gathers the tasks of runs in progress by run ID; plan is
+	// the cached plan (plan.go).
+	collecting map[string]*collecting
+	plan       *plan
 }
 
 func newAssigner(w *Worker) (*assigner, error) {
@@ -79,14 +102,24 @@ func newAssigner(w *Worker) (*assigner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &assigner{w: w, log: w.log.With("component", "assignments"), m: m,
-		loops: map[string]*assignLoop{}, status: map[string]AssignmentStatus{}}, nil
+	log := w.log.With("component", "assignments")
+	s := &assigner{w: w, log: log, m: m, planMax: w.cfg.PlanCacheMaxBytes,
+		loops: map[string]*assignLoop{}, status: map[string]AssignmentStatus{}}
+	spoolDir := ""
+	if w.cfg.StateDir != "" {
+		s.plans, spoolDir = filepath.Join(w.cfg.StateDir, "plans"), filepath.Join(w.cfg.StateDir, "offline")
+	}
+	if s.spool, err = openSpool(spoolDir, w.cfg.SpoolMax, log); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // run watches the assignments until ctx ends, then stops every loop
 // (each after its run in progress, abandoned if the worker stops).
 func (s *assigner) run(ctx context.Context) {
 	defer s.stopAll()
+	s.wg.Go(func() { s.deliver(ctx) })
 	synced := false
 	for ctx.Err() == nil {
 		updates, err := s.w.bus.WatchAssignments(ctx)
@@ -123,6 +156,7 @@ func (s *assigner) run(ctx context.Context) {
 				done := s.stopLocked(u.Name)
 				s.mu.Unlock()
 				<-done
+				s.dropPlan(u.Name)
 				s.log.Info("unassigned: no longer kept converged", "assignment", u.Name)
 				s.publish(ctx)
 			default:
@@ -142,6 +176,7 @@ func (s *assigner) take(ctx context.Context, a bus.Assignment, synced bool) {
 		done := s.stopLocked(a.Name)
 		s.mu.Unlock()
 		<-done
+		s.dropPlan(a.Name)
 		if old != nil {
 			s.log.Info("assignment no longer for this worker", "assignment", a.Name, "why", why)
 			s.publish(ctx)
@@ -193,7 +228,8 @@ func (s *assigner) mine(a bus.Assignment) (bool, string) {
 func (s *assigner) startLocked(ctx context.Context, a bus.Assignment, first converge.TriggerKind) {
 	lctx, cancel := context.WithCancel(ctx)
 	l := &assignLoop{a: a, first: first, cancel: cancel, done: make(chan struct{}),
-		running: map[string]bool{}, seen: map[string]time.Time{}}
+		running: map[string]bool{}, seen: map[string]time.Time{}, collecting: map[string]*collecting{},
+		plan: s.loadPlan(a)}
 	raw := make(chan converge.Hint, 4096)
 	polling := false
 	if a.Watch {
@@ -206,7 +242,8 @@ func (s *assigner) startLocked(ctx context.Context, a bus.Assignment, first conv
 		}
 	}
 	s.loops[a.Name] = l
-	s.status[a.Name] = AssignmentStatus{Version: a.Version, State: converge.StateRepairing, Since: time.Now().UTC(), Polling: polling}
+	s.status[a.Name] = AssignmentStatus{Version: a.Version, State: converge.StateRepairing, Since: time.Now().UTC(), Polling: polling,
+		Cached: l.plan != nil, Spooled: s.spool.count(a.Name)}
 	s.log.Info("keeping an assignment converged", "assignment", a.Name, "version", a.Version, "trigger", string(first), "watch", a.Watch, "noop", a.Noop)
 	hints := make(chan converge.Hint, 4096)
 	s.wg.Go(func() { // hints: the run's own writes dropped, first sightings kept
@@ -393,14 +430,75 @@ type assignRunner struct {
 	started bool
 }
 
-// Converge implements converge.Runner.
+// Converge implements converge.Runner. An interval check of an
+// assignment whose plan is cached checks every resource here first and
+// asks for a repair run of the drifted ones only (none: no run). While the
+// bus or every coordinator is out of reach, the run is carried out here
+// from the cached plan and spooled (offline.go).
 func (r *assignRunner) Converge(ctx context.Context, t converge.Trigger) (converge.RunResult, error) {
-	s, a := r.s, r.l.a
+	s := r.s
 	kind := t.Kind
 	if !r.started && kind == converge.TriggerStart {
 		kind = r.l.first
 	}
 	r.started = true
+	if kind == converge.TriggerInterval && len(t.Keys) == 0 && !t.HealthOnly {
+		if p := s.currentPlan(r.l); p != nil {
+			start := time.Now()
+			drifted, stable := s.check(ctx, p)
+			s.log.Debug("interval check of the cached plan", "assignment", r.l.a.Name, "resources", len(p.Tasks),
+				"drifted", len(drifted), "duration", time.Since(start))
+			if len(drifted) == 0 {
+				s.checked(r.l)
+				return converge.RunResult{Stable: stable}, nil
+			}
+			why := make(map[string]string, len(drifted))
+			for _, k := range drifted {
+				why[k] = "interval check: drifted"
+			}
+			t.Keys, t.Why = drifted, why
+		}
+	}
+	if why := s.unreachable(); why != "" {
+		return r.offline(ctx, kind, t, why)
+	}
+	res, err := r.online(ctx, kind, t)
+	if errors.Is(err, errUnreachable) {
+		return r.offline(ctx, kind, t, err.Error())
+	}
+	return res, err
+}
+
+// offline converges from the cached plan (see assigner.offline).
+func (r *assignRunner) offline(ctx context.Context, kind converge.TriggerKind, t converge.Trigger, why string) (converge.RunResult, error) {
+	s, a := r.s, r.l.a
+	if t.HealthOnly {
+		s.log.Info("health checks not run: the bus is out of reach", "assignment", a.Name, "why", why)
+		return converge.RunResult{}, nil
+	}
+	p := s.currentPlan(r.l)
+	if p == nil {
+		return converge.RunResult{}, fmt.Errorf("converge %s (%s): %s, and no plan of version %d for this worker's facts is cached", a.Name, kind, why, a.Version)
+	}
+	return s.offline(ctx, r.l, p, kind, t, why), nil
+}
+
+// checked records a clean interval check of the cached plan: the
+// assignment is converged as of now, no run was needed.
+func (s *assigner) checked(l *assignLoop) {
+	s.mu.Lock()
+	if s.loops[l.a.Name] == l {
+		st := s.status[l.a.Name]
+		st.LastChecked, st.LastTrigger = time.Now().UTC(), string(converge.TriggerInterval)
+		s.status[l.a.Name] = st
+	}
+	s.mu.Unlock()
+	s.publish(context.Background())
+}
+
+// online asks the coordinators for the run and waits for its end.
+func (r *assignRunner) online(ctx context.Context, kind converge.TriggerKind, t converge.Trigger) (converge.RunResult, error) {
+	s, a := r.s, r.l.a
 	timeout := cmp.Or(s.w.cfg.ConvergeTimeout, DefaultConvergeTimeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -423,6 +521,17 @@ func (r *assignRunner) Converge(ctx context.Context, t converge.Trigger) (conver
 		var err error
 		rep, err = r.ask(ctx, req, poll)
 		switch {
+		case err != nil && ctx.Err() == nil && errors.Is(err, errNoAnswer) && s.unreachable() != "":
+			span.SetStatus(codes.Error, err.Error())
+			return converge.RunResult{}, fmt.Errorf("%w: %s", errUnreachable, s.unreachable())
+		case err != nil && ctx.Err() == nil && (errors.Is(err, errUnreachable) || req.RunID == "" && errors.Is(err, errNoAnswer)):
+			// No coordinator is there (a site's link to the hub is down),
+			// or none took the request: converge from the cached plan.
+			span.SetStatus(codes.Error, err.Error())
+			if !errors.Is(err, errUnreachable) {
+				err = fmt.Errorf("%w: %w", errUnreachable, err)
+			}
+			return converge.RunResult{}, err
 		case err != nil && req.RunID != "" && ctx.Err() == nil && errors.Is(err, errNoAnswer):
 			// The coordinator holding the request died: ask another.
 			s.log.Warn("convergence run: no answer; asking again", "assignment", a.Name, "run_id", req.RunID, "error", err)
@@ -441,19 +550,35 @@ func (r *assignRunner) Converge(ctx context.Context, t converge.Trigger) (conver
 	span.SetAttributes(attribute.String("manifold.run_id", rep.RunID), attribute.String("manifold.status", rep.Status),
 		attribute.Int("manifold.changed", len(rep.Changed)), attribute.Int("manifold.failed", len(rep.Failed)))
 	s.m.ran(ctx, kind, rep)
+	s.w.fleet.converged(a.Name, a.Version, kind, rep) // register.go
 	if !a.Noop && !t.HealthOnly {
 		for _, d := range r.l.repaired(rep.Changed, started) {
 			s.m.repairTime.Record(ctx, d.Seconds(), metric.WithAttributes(s.m.worker))
 		}
 		r.l.repaired(rep.Stable, started) // drift hinted but already gone
 	}
+	full := len(t.Keys) == 0 && !t.HealthOnly
+	if full {
+		if why := s.commit(ctx, r.l, rep.RunID, rep.Total); why != "" {
+			s.log.Info("plan not cached: interval checks run as full runs, and the assignment is not converged while the bus is out of reach",
+				"assignment", a.Name, "run_id", rep.RunID, "why", why)
+		}
+	}
 	s.mu.Lock()
 	if s.loops[a.Name] == r.l {
 		st := s.status[a.Name]
-		st.LastRun, st.LastTrigger = rep.RunID, string(kind)
+		st.LastRun, st.LastTrigger, st.Offline = rep.RunID, string(kind), false
+		st.Cached = r.l.plan != nil
+		if full && len(rep.Failed) == 0 && rep.Status != "failed" {
+			st.LastChecked = time.Now().UTC()
+		}
 		s.status[a.Name] = st
 	}
 	s.mu.Unlock()
+	select { // the bus answers: report what was spooled
+	case s.spool.kick <- struct{}{}:
+	default:
+	}
 	s.log.Info("convergence run ended", "assignment", a.Name, "run_id", rep.RunID, "trigger", string(kind),
 		"status", rep.Status, "changed", len(rep.Changed), "failed", len(rep.Failed))
 	if rep.Status == "failed" && len(rep.Failed) == 0 && rep.Error != "" {
@@ -480,7 +605,9 @@ func (r *assignRunner) ask(ctx context.Context, req bus.ConvergeRequest, poll ti
 	resp, err := r.s.w.bus.Conn().RequestMsgWithContext(rctx, msg)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return bus.ConvergeReply{}, errors.New("no coordinator answers")
+		return bus.ConvergeReply{}, fmt.Errorf("%w: no coordinator answers", errUnreachable)
+	case errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting):
+		return bus.ConvergeReply{}, fmt.Errorf("%w: %w", errUnreachable, err)
 	case err != nil && ctx.Err() == nil && rctx.Err() != nil:
 		return bus.ConvergeReply{}, fmt.Errorf("%w within %s", errNoAnswer, poll+convergeMargin)
 	case err != nil:
@@ -553,6 +680,16 @@ func (m *assignMetrics) ran(ctx context.Context, kind converge.TriggerKind, rep 
 	m.runs.Add(ctx, 1, metric.WithAttributes(m.worker, trig, attribute.String("status", rep.Status)))
 	if len(rep.Changed) > 0 {
 		m.repairs.Add(ctx, int64(len(rep.Changed)), metric.WithAttributes(m.worker, trig))
+	}
+}
+
+// ranOffline counts a run carried out from the cached plan (status
+// offline).
+func (m *assignMetrics) ranOffline(ctx context.Context, kind converge.TriggerKind, res converge.RunResult) {
+	trig := attribute.String("trigger", string(kind))
+	m.runs.Add(ctx, 1, metric.WithAttributes(m.worker, trig, attribute.String("status", "offline")))
+	if len(res.Changed) > 0 {
+		m.repairs.Add(ctx, int64(len(res.Changed)), metric.WithAttributes(m.worker, trig))
 	}
 }
 

@@ -347,6 +347,9 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 		ctx, cancel = context.WithDeadlineCause(ctx, task.Deadline, fmt.Errorf("timed out after %s", task.Timeout()))
 		defer cancel()
 	}
+	if w.assign != nil { // a task of an assignment's run: kept for its plan (plan.go)
+		w.assign.collect(task)
+	}
 	workDir, cleanup, err := w.workDir(ctx, task)
 	if err != nil {
 		return failOutcome("%s: %v", task.Resource.Ref(), err)

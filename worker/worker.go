@@ -75,6 +75,20 @@ type Config struct {
 	// again, any coordinator answering). Defaults to DefaultConvergePoll
 	// (30s).
 	ConvergePoll time.Duration
+	// StateDir keeps the cached plans of the worker's assignments
+	// (plans/) and its spool of offline runs (offline/): see
+	// DefaultStateDir and docs/offline.md. Empty keeps them in memory
+	// only, for the process's life (tests).
+	StateDir string
+	// PlanCacheMaxBytes bounds the cached plan of one assignment, encoded;
+	// a larger plan is not cached (interval checks are then full runs, and
+	// the assignment is not converged while the bus is out of reach).
+	// Defaults to DefaultPlanCacheMaxBytes (64 MiB).
+	PlanCacheMaxBytes int
+	// SpoolMax bounds the offline runs kept until they are reported; past
+	// it the oldest is dropped with a warning. Defaults to
+	// DefaultSpoolMax (1000).
+	SpoolMax int
 }
 
 // WithDefaults returns cfg with zero fields set to their defaults.
@@ -97,6 +111,8 @@ func (cfg Config) WithDefaults() Config {
 	if cfg.MeterProvider == nil {
 		cfg.MeterProvider = otel.GetMeterProvider()
 	}
+	cfg.PlanCacheMaxBytes = cmp.Or(cfg.PlanCacheMaxBytes, DefaultPlanCacheMaxBytes)
+	cfg.SpoolMax = cmp.Or(cfg.SpoolMax, DefaultSpoolMax)
 	if cfg.CacheDir == "" {
 		base, err := os.UserCacheDir()
 		if err != nil {
@@ -110,6 +126,9 @@ func (cfg Config) WithDefaults() Config {
 func (cfg Config) validate() error {
 	if cfg.Bus == nil || cfg.Registry == nil {
 		return errors.New("worker: config needs a bus and a registry")
+	}
+	if cfg.PlanCacheMaxBytes < 0 || cfg.SpoolMax < 0 {
+		return fmt.Errorf("worker: plan cache bound %d and spool bound %d must not be negative", cfg.PlanCacheMaxBytes, cfg.SpoolMax)
 	}
 	if cfg.Concurrency < 1 {
 		return fmt.Errorf("worker: concurrency %d must be at least 1", cfg.Concurrency)
@@ -156,6 +175,8 @@ type Worker struct {
 	stopCancels func()
 
 	assign *assigner // nil with DisableAssignments
+	// fleet is the worker's last run and drift repairs (register.go).
+	fleet fleetNotes
 
 	runMu   sync.Mutex
 	running map[string]string                             // task message ID → ref
@@ -351,6 +372,8 @@ type Registration struct {
 	// Assignments is the convergence state of each assignment the worker
 	// keeps converged, by name.
 	Assignments map[string]AssignmentStatus `json:"assignments,omitempty"`
+	// Fleet is the worker's last run and drift repairs (`manifold fleet`).
+	Fleet *FleetStatus `json:"fleet,omitempty"`
 }
 
 func (w *Worker) register(ctx context.Context) error {
@@ -366,6 +389,7 @@ func (w *Worker) register(ctx context.Context) error {
 	if w.assign != nil {
 		reg.Assignments = w.assign.snapshot()
 	}
+	reg.Fleet = w.fleet.status()
 	data, _ := json.Marshal(reg)
 	if _, err := w.bus.Workers().Put(ctx, w.cfg.Name, data); err != nil {
 		return fmt.Errorf("worker: register: %w", err)

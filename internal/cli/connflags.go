@@ -35,6 +35,9 @@ type connFlags struct {
 	tlsCA, tlsCert, tlsKey              string
 	context                             string
 	credentials                         string
+	// jsDomain is the JetStream domain of manifold's streams and buckets
+	// (a client of a site's leafnode server: docs/offline.md).
+	jsDomain string
 	// role picks the nkey in the credentials directory. Defaults to
 	// roleSubmitter.
 	role role
@@ -49,8 +52,15 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tlsCA, "tls-ca", "", "CA certificate file to verify the server")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "client certificate file")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "client private key file")
+	fs.StringVar(&c.jsDomain, "js-domain", "", "`DOMAIN`: JetStream domain holding manifold's streams and buckets, for a process connected to a leafnode server of another domain (a site's; default: $MANIFOLD_JS_DOMAIN, else the connected server's JetStream)")
 	fs.StringVar(&c.context, "context", "", "NATS CLI context: a name in ~/.config/nats/context/ or a path to its JSON file")
 	fs.StringVar(&c.credentials, "credentials", "", "`DIR` holding the nkeys 'manifold server' generates, used when no other credentials are given (default: $"+credentialsEnv+", else "+systemCredentialsDir+" for root, ~/.config/manifold/credentials for others)")
+}
+
+// domain returns the JetStream domain to use: --js-domain, else
+// $MANIFOLD_JS_DOMAIN, else "" (the connected server's JetStream).
+func (c *connFlags) domain(getenv func(string) string) string {
+	return cmp.Or(c.jsDomain, getenv("MANIFOLD_JS_DOMAIN"))
 }
 
 // explicit reports whether the command line names a server (--server or
@@ -178,7 +188,7 @@ func (c *connFlags) attach(ctx context.Context, st IO, name string) (*bus.Bus, e
 	if err != nil {
 		return nil, err
 	}
-	b, err := bus.Attach(ctx, nc, bus.Config{})
+	b, err := bus.Attach(ctx, nc, bus.Config{Domain: c.domain(st.Getenv)})
 	if err != nil {
 		nc.Close()
 		if errors.Is(err, bus.ErrNotFound) {

@@ -108,6 +108,9 @@ func printStatus(w io.Writer, rep *coordinator.Report, jaegerURL string) {
 		if rep.Assignment != "" {
 			fmt.Fprintf(w, ", assignment %s version %d", rep.Assignment, rep.AssignmentVersion)
 		}
+		if rep.Offline {
+			fmt.Fprintf(w, ", offline (reported by worker %s)", rep.ReportedBy)
+		}
 		fmt.Fprintln(w)
 	}
 	if rep.StartedAt != nil {
@@ -210,6 +213,9 @@ func runRuns(ctx context.Context, st IO, args []string) int {
 		trigger := cmp.Or(r.Trigger, "-")
 		if r.Assignment != "" {
 			trigger += " (" + r.Assignment + ")"
+		}
+		if r.Offline {
+			trigger += " offline"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", r.RunID, r.Status, r.Manifest, trigger, started,
 			r.Counts.Total, r.Counts.Changed, r.Counts.Failed, r.Counts.Skipped)

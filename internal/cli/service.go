@@ -146,7 +146,7 @@ func runCoordinator(ctx context.Context, st IO, args []string) int {
 	}
 	defer cleanup()
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
-	b, err := bus.Open(octx, nc, bus.Config{Replicas: replicas})
+	b, err := bus.Open(octx, nc, bus.Config{Replicas: replicas, Domain: sf.conn.domain(st.Getenv)})
 	cancel()
 	if err != nil {
 		log.Error("cannot provision the bus", "error", err)
@@ -195,6 +195,8 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 	fs.IntVar(&cfg.Concurrency, "concurrency", runtime.NumCPU(), "tasks executed at once")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "where extracted bundles are kept (default: the user's cache directory, ~/.cache/manifold)")
 	fs.StringVar(&cfg.DebtDir, "debt-dir", worker.DefaultDebtDir(), "where refreshes owed to subscribers are kept across runs and restarts (under $MANIFOLD_STATE_DIR when set)")
+	fs.StringVar(&cfg.StateDir, "state-dir", worker.DefaultStateDir(), "where the plans of assignments are cached and offline runs are spooled until reported (under $MANIFOLD_STATE_DIR when set)")
+	fs.IntVar(&cfg.SpoolMax, "spool-max", worker.DefaultSpoolMax, "offline runs kept until reported; past it the oldest is dropped with a warning")
 	fs.DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task may go without an ack or progress signal before it is redelivered to another worker (running tasks signal progress every third of it); shared by the pool's workers, the last started sets it")
 	cf.registerFacts(fs)
 	fs.DurationVar(&cfg.FactsInterval, "facts-interval", worker.DefaultFactsInterval, "how often the facts are gathered again (never per task)")
@@ -219,7 +221,7 @@ func runWorker(ctx context.Context, st IO, args []string) int {
 		return connExit(st, "worker", err)
 	}
 	defer cleanup()
-	b, err := attachRetry(ctx, nc, log, bus.Config{TaskAckWait: ackWait})
+	b, err := attachRetry(ctx, nc, log, bus.Config{TaskAckWait: ackWait, Domain: sf.conn.domain(st.Getenv)})
 	if err != nil {
 		log.Error("cannot attach to the bus", "error", err)
 		return ExitUnavailable
