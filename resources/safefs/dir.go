@@ -27,6 +27,8 @@ type Dir struct {
 	fd   int
 	root *os.Root
 	path string
+	// shared is set on a Dir a Dirs cache keeps: Close leaves it open.
+	shared bool
 }
 
 // OpenDir opens the existing directory path (absolute), following only
@@ -158,8 +160,16 @@ func procPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 // Path is the directory's path as given to OpenDir.
 func (d *Dir) Path() string { return d.path }
 
-// Close closes the directory.
+// Close closes the directory (a Dir handed out by a Dirs cache stays open
+// for its next user: the cache closes it).
 func (d *Dir) Close() error {
+	if d.shared {
+		return nil
+	}
+	return d.closeShared()
+}
+
+func (d *Dir) closeShared() error {
 	err := d.root.Close()
 	if cerr := syscall.Close(d.fd); err == nil {
 		err = cerr

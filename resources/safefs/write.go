@@ -47,23 +47,49 @@ func WriteFile(path string, data []byte, mode fs.FileMode, uid, gid int) error {
 // than 5 s) are removed first. Every writing resource type should write
 // through it (file, document, scaffold, archive, user homes...).
 func (d *Dir) WriteFile(name string, data []byte, mode fs.FileMode, uid, gid int) (err error) {
-	if err := checkName(name); err != nil {
-		return err
-	}
-	tmp, err := d.CreateTemp(name)
+	tmp, err := d.stage(name, data, mode, uid, gid)
 	if err != nil {
 		return err
 	}
 	tmpName := filepath.Base(tmp.Name())
-	renamed := false
+	if err = tmp.Sync(); err != nil {
+		tmp.Close()
+		_ = syscall.Unlinkat(d.fd, tmpName)
+		return err
+	}
+	// Renamed while still locked, then closed.
+	if err = syscall.Renameat(d.fd, tmpName, d.fd, name); err != nil {
+		tmp.Close()
+		_ = syscall.Unlinkat(d.fd, tmpName)
+		return &fs.PathError{Op: "rename", Path: d.join(name), Err: err}
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	d.syncDir() // best effort: the rename is done either way
+	return nil
+}
+
+// stage creates a locked temporary file of name (CreateTemp) holding
+// data, with mode and ownership (uid, gid -1: the process's) set by
+// descriptor, not yet fsynced: the first half of WriteFile. On error
+// nothing is left behind.
+func (d *Dir) stage(name string, data []byte, mode fs.FileMode, uid, gid int) (_ *os.File, err error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	tmp, err := d.CreateTemp(name)
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
-		if err != nil && !renamed {
+		if err != nil {
 			tmp.Close()
-			_ = syscall.Unlinkat(d.fd, tmpName)
+			_ = syscall.Unlinkat(d.fd, filepath.Base(tmp.Name()))
 		}
 	}()
 	if _, err = tmp.Write(data); err != nil {
-		return err
+		return nil, err
 	}
 	if uid >= 0 && uid == os.Getuid() {
 		uid = -1
@@ -73,28 +99,22 @@ func (d *Dir) WriteFile(name string, data []byte, mode fs.FileMode, uid, gid int
 	}
 	if uid >= 0 || gid >= 0 {
 		if err = tmp.Chown(uid, gid); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err = tmp.Chmod(mode); err != nil {
-		return err
+		return nil, err
 	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	// Renamed while still locked, then closed.
-	if err = syscall.Renameat(d.fd, tmpName, d.fd, name); err != nil {
-		return &fs.PathError{Op: "rename", Path: d.join(name), Err: err}
-	}
-	renamed = true
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if fd, derr := syscall.Openat(d.fd, ".", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); derr == nil {
-		_ = syscall.Fsync(fd) // best effort: the rename is done either way
+	return tmp, nil
+}
+
+// syncDir fsyncs the directory, making the renames in it durable; best
+// effort.
+func (d *Dir) syncDir() {
+	if fd, err := syscall.Openat(d.fd, ".", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err == nil {
+		_ = syscall.Fsync(fd)
 		syscall.Close(fd)
 	}
-	return nil
 }
 
 // TempName is slot k of the temporary files of name.
@@ -138,15 +158,16 @@ func (d *Dir) CreateTemp(name string) (*os.File, error) {
 // left: a regular file, unlocked and older than staleTempAge. Best effort:
 // a file it cannot judge is left.
 func (d *Dir) removeIfStale(name string) {
-	info, err := d.root.Lstat(name)
-	if err != nil || !info.Mode().IsRegular() || time.Since(info.ModTime()) < staleTempAge {
-		return
-	}
 	fd, err := syscall.Openat(d.fd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return
+		return // missing (the common case), a link, or not ours to judge
 	}
 	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG ||
+		time.Since(time.Unix(st.Mtim.Unix())) < staleTempAge {
+		return
+	}
 	if syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB) == nil {
 		_ = syscall.Unlinkat(d.fd, name)
 	}

@@ -1,0 +1,8 @@
+package safefs
+
+// SetCommitHook sets the hook Group.Commit calls between its steps (nil
+// removes it).
+func SetCommitHook(f func(step string, i int)) { commitHook = f }
+
+// SetGroupSync sets the SyncMode of g.
+func SetGroupSync(g *Group, m SyncMode) { g.mode = m }

@@ -1,0 +1,234 @@
+package safefs
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+)
+
+// MaxGroupFiles bounds the files of one Group: each holds an open, locked
+// temporary file until Commit. Add past it is ErrGroupFull; callers
+// commit and start another group.
+const MaxGroupFiles = 256
+
+// ErrGroupFull is the error of Add on a group of MaxGroupFiles files.
+var ErrGroupFull = fmt.Errorf("write group full (%d files): commit it first", MaxGroupFiles)
+
+// SyncMode is how a Group makes its temporary files durable.
+type SyncMode string
+
+const (
+	// SyncFS makes them durable with one syncfs(2) per filesystem: one
+	// journal commit and one cache flush for the whole group. It also
+	// flushes whatever else is dirty on that filesystem. The default.
+	SyncFS SyncMode = "syncfs"
+	// SyncEach fsyncs each temporary file, after all were written.
+	SyncEach SyncMode = "fsync"
+)
+
+// SyncModeEnv names the environment variable that chooses the SyncMode of
+// groups ("syncfs", the default, or "fsync"): hosts whose filesystems
+// carry a lot of other dirty data (a database) may prefer fsync.
+const SyncModeEnv = "MANIFOLD_WRITE_SYNC"
+
+// groupSync is the SyncMode of new groups.
+var groupSync = func() SyncMode {
+	if SyncMode(os.Getenv(SyncModeEnv)) == SyncEach {
+		return SyncEach
+	}
+	return SyncFS
+}()
+
+// commitHook, when set (by tests), is called between the steps of Commit:
+// "written" (every temporary file written, none synced), "synced",
+// "renamed" after each rename with its index, "done" before the
+// directories are fsynced.
+var commitHook func(step string, i int)
+
+func hook(step string, i int) {
+	if commitHook != nil {
+		commitHook(step, i)
+	}
+}
+
+// Group writes several files, each atomically as (*Dir).WriteFile does,
+// with their fsyncs grouped: Add creates, writes, chowns and chmods each
+// temporary file (O_EXCL, flocked, never through a link, in a slot of
+// the target's name); Commit makes them all durable at once, then renames
+// each over its target (still locked) and fsyncs each directory once.
+// A crash or kill at any moment leaves each target with its old or its
+// new content, never a mix: a target is only ever replaced by a rename of
+// a temporary file that is complete and durable. The temporary files a
+// killed writer leaves are removed by the next write of their target, as
+// WriteFile's.
+//
+// A Group keeps a descriptor of its own of each directory given to Add
+// (closed by Commit and Abort), so callers may close theirs. A Group is
+// used by one goroutine.
+type Group struct {
+	entries []groupEntry
+	dirs    map[*Dir]*Dir
+	mode    SyncMode
+}
+
+type groupEntry struct {
+	d       *Dir // the group's own descriptor of the directory
+	name    string
+	tmpName string
+	f       *os.File
+	err     error
+}
+
+// Len is how many files were added.
+func (g *Group) Len() int { return len(g.entries) }
+
+// Add stages data as the new content of name in d (see Group). An error
+// leaves nothing behind and the group as it was.
+func (g *Group) Add(d *Dir, name string, data []byte, mode fs.FileMode, uid, gid int) error {
+	if len(g.entries) >= MaxGroupFiles {
+		return ErrGroupFull
+	}
+	own, ok := g.dirs[d]
+	if !ok {
+		fd, err := syscall.Dup(d.fd)
+		if err != nil {
+			return &fs.PathError{Op: "dup", Path: d.path, Err: err}
+		}
+		syscall.CloseOnExec(fd)
+		own = &Dir{fd: fd, path: d.path}
+	}
+	tmp, err := own.stage(name, data, mode, uid, gid)
+	if err != nil {
+		if !ok {
+			syscall.Close(own.fd)
+		}
+		return err
+	}
+	if !ok {
+		if g.dirs == nil {
+			g.dirs = map[*Dir]*Dir{}
+		}
+		g.dirs[d] = own
+	}
+	g.entries = append(g.entries, groupEntry{d: own, name: name, tmpName: filepath.Base(tmp.Name()), f: tmp})
+	return nil
+}
+
+// closeDirs closes the group's own directory descriptors.
+func (g *Group) closeDirs() {
+	for _, own := range g.dirs {
+		syscall.Close(own.fd)
+	}
+	g.dirs = nil
+}
+
+// Commit makes every staged file durable (see SyncMode; a syncfs that
+// fails falls back to an fsync each, which names the file that failed),
+// renames each over its target and fsyncs each directory once. It
+// returns one error per Add, in order: nil when that file was replaced.
+// A file whose fsync or rename failed is left as it was, its temporary
+// file removed. The group is empty afterwards.
+func (g *Group) Commit() []error {
+	entries := g.entries
+	g.entries = nil
+	errs := make([]error, len(entries))
+	if len(entries) == 0 {
+		g.closeDirs()
+		return errs
+	}
+	hook("written", len(entries))
+	mode := cmpMode(g.mode)
+	if mode == SyncFS && !syncFilesystems(entries) {
+		mode = SyncEach
+	}
+	if mode == SyncEach {
+		for i := range entries {
+			if err := entries[i].f.Sync(); err != nil {
+				entries[i].err = &fs.PathError{Op: "fsync", Path: entries[i].d.join(entries[i].tmpName), Err: unwrapPath(err)}
+			}
+		}
+	}
+	hook("synced", len(entries))
+	dirs := map[*Dir]bool{}
+	for i := range entries {
+		e := &entries[i]
+		if e.err == nil {
+			if err := syscall.Renameat(e.d.fd, e.tmpName, e.d.fd, e.name); err != nil {
+				e.err = &fs.PathError{Op: "rename", Path: e.d.join(e.name), Err: err}
+			} else {
+				dirs[e.d] = true
+				hook("renamed", i)
+			}
+		}
+		cerr := e.f.Close()
+		if e.err != nil {
+			_ = syscall.Unlinkat(e.d.fd, e.tmpName)
+		} else if cerr != nil {
+			e.err = cerr
+		}
+		errs[i] = e.err
+	}
+	hook("done", len(entries))
+	for d := range dirs {
+		d.syncDir() // best effort, as WriteFile's
+	}
+	g.closeDirs()
+	return errs
+}
+
+// Abort removes every staged temporary file; no target is touched. The
+// group is empty afterwards.
+func (g *Group) Abort() {
+	for _, e := range g.entries {
+		e.f.Close()
+		_ = syscall.Unlinkat(e.d.fd, e.tmpName)
+	}
+	g.entries = nil
+	g.closeDirs()
+}
+
+func cmpMode(m SyncMode) SyncMode {
+	if m == "" {
+		return groupSync
+	}
+	return m
+}
+
+// syncFilesystems runs syncfs(2) once per filesystem of entries (told
+// apart by device number). It reports false when one failed or could not
+// be told: the caller then fsyncs each file.
+func syncFilesystems(entries []groupEntry) bool {
+	seen := map[uint64]bool{}
+	for i := range entries {
+		var st syscall.Stat_t
+		fd := int(entries[i].f.Fd())
+		if err := syscall.Fstat(fd, &st); err != nil {
+			return false
+		}
+		if seen[st.Dev] {
+			continue
+		}
+		seen[st.Dev] = true
+		if sysSyncfs == 0 {
+			return false
+		}
+		for {
+			_, _, errno := syscall.Syscall(sysSyncfs, uintptr(fd), 0, 0)
+			if errno == syscall.EINTR {
+				continue
+			}
+			if errno != 0 {
+				return false
+			}
+			break
+		}
+	}
+	return true
+}
+
+// sysSyncfs is syncfs(2)'s number, which package syscall does not name;
+// 0 on an architecture not listed here: groups then fsync each file.
+var sysSyncfs = map[string]uintptr{"amd64": 306, "arm64": 267, "riscv64": 267, "loong64": 267, "386": 344, "arm": 373}[runtime.GOARCH]
