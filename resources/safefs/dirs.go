@@ -29,7 +29,7 @@ const MaxCachedDirs = 64
 // Dirs is safe for concurrent use. Close it when the unit of work ends;
 // the zero Dirs is not usable: use NewDirs.
 type Dirs struct {
-	mu     sync.Mutex
+	mu   sync.Mutex
 	dirs map[string]*cachedDir
 	// stale are dropped directories, closed with the cache: a caller may
 	// still hold them.
