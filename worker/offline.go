@@ -38,12 +38,12 @@ func (s *assigner) unreachable() string {
 	return ""
 }
 
-// newOfflineRunID returns a run ID for an offline run: its time, "off"
-// and random hex, a subject token sorted by time.
+// newOfflineRunID returns a run ID for an offline run: its time to the
+// millisecond, "off" and random hex, a subject token sorted by time.
 func newOfflineRunID(now time.Time) string {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
-	return now.UTC().Format("20060102T150405.000Z") + offlineMark + hex.EncodeToString(b[:])
+	return strings.Replace(now.UTC().Format("20060102T150405.000Z"), ".", "", 1) + offlineMark + hex.EncodeToString(b[:])
 }
 
 // offlineMark is in every offline run's ID.
@@ -101,8 +101,13 @@ func (s *assigner) offline(ctx context.Context, l *assignLoop, p *plan, kind con
 		log.Info("offline: task "+string(o.engine.Status), "resource", ref, "message", short(o.engine.Message, 200), "error", o.engine.Error)
 	}
 	run.FinishedAt = time.Now().UTC()
-	if err := s.spool.add(run, l.a.Name); err != nil {
-		log.Error("offline run not spooled: it will not be reported", "error", err)
+	// A run that found everything converged is not spooled (as a clean
+	// interval check is no run): only what changed something, failed or
+	// skipped is reported.
+	if run.Stable < run.Total {
+		if err := s.spool.add(run, l.a.Name); err != nil {
+			log.Error("offline run not spooled: it will not be reported", "error", err)
+		}
 	}
 	s.m.ranOffline(ctx, kind, res)
 	log.Info("offline convergence run ended", "trigger", string(kind), "why", why, "changed", len(res.Changed), "failed", len(res.Failed), "total", run.Total)
