@@ -362,7 +362,9 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 	if w.assign != nil { // a task of an assignment's run: watch its paths after
 		defer w.assign.executing(task)(res)
 	}
-	return taskOutcome(ctx, resources.Execute(ctx, res, env))
+	o := taskOutcome(ctx, resources.Execute(ctx, res, env))
+	w.afterExecute(ctx, task, env, &o, log) // register.go: register_when_stable, the fleet view
+	return o
 }
 
 func failOutcome(format string, args ...any) bus.Outcome {
@@ -378,7 +380,8 @@ func (w *Worker) prepare(task bus.Task, workDir string, log *slog.Logger) (resou
 	ref := task.Resource.Ref()
 	// file(), template() and jet() read relative to the manifest's
 	// directory in the bundle.
-	scope := template.Scope{Data: task.Data, Facts: w.facts(), Environ: environ(), Dir: workDir}
+	scope := template.Scope{Data: task.Data, Facts: w.facts(), Environ: environ(), Dir: workDir,
+		Registrations: w.lookupRegistrations} // register.go
 	if c := task.Resource.Control; c != nil {
 		run, why, err := control(c.If, c.Unless, scope)
 		if err != nil {
