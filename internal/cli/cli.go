@@ -63,6 +63,7 @@ func commands() []command {
 		{"validate", "check a manifest against the schemas without running it", runValidate},
 		{"render", "print a manifest in the normalised flat form", runRender},
 		{"graph", "print a manifest's resource graph (DOT, Mermaid or SVG), coloured by a run", runGraph},
+		{"ui", "serve a read-only web view of the fleet and its runs (loopback by default)", runUI},
 		{"facts", "print this host's facts (JSON), or one of them", runFacts},
 		{"schema", "print the CUE schemas manifests are checked against", runSchema},
 		{"version", "print the version", runVersion},

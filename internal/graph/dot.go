@@ -63,7 +63,7 @@ func writeNode(w *bufio.Writer, indent string, n *Node) {
 		class += " status-" + strings.ReplaceAll(n.Status, " ", "-")
 	}
 	fmt.Fprintf(w, "%s%s [id=%s, class=%q, label=%s, tooltip=%s, fillcolor=%q, color=%q];\n",
-		indent, n.ID, quote("res-"+n.ID), class, quote(n.Type+"\n"+n.Name), quote(tooltip), s.Fill, s.Border)
+		indent, n.ID, quote("res_"+n.ID), class, quote(n.Type+"\n"+n.Name), quote(tooltip), s.Fill, s.Border)
 }
 
 // quote makes s a DOT quoted string: backslashes and quotes escaped (so

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -36,8 +37,9 @@ const MaxDepth = 16
 // picture nobody can read and a layout that takes minutes.
 const MaxNodes = 20000
 
-// ErrTooLarge: the graph has more than MaxNodes nodes.
-var ErrTooLarge = fmt.Errorf("graph: more than %d resources to draw", MaxNodes)
+// ErrTooLarge: the graph has more nodes than can be drawn (MaxNodes, or
+// MaxSVGNodes for SVG).
+var ErrTooLarge = errors.New("graph: too many resources to draw")
 
 // Graph is one manifest's resources and edges.
 type Graph struct {
@@ -88,7 +90,7 @@ func FromPlan(p *compile.Plan, child ChildFunc) (*Graph, error) {
 	b := &builder{child: child}
 	g := b.build(p, "r", nil, 0, nil)
 	if b.nodes > MaxNodes {
-		return nil, ErrTooLarge
+		return nil, fmt.Errorf("%w: more than %d", ErrTooLarge, MaxNodes)
 	}
 	return g, nil
 }

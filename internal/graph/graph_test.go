@@ -79,7 +79,7 @@ func TestDOTEdgeKinds(t *testing.T) {
 	out := b.String()
 	wantLines(t, out,
 		"digraph manifold {",
-		`r0 [id="res-r0", class="resource", label="file\n/srv/app"`,
+		`r0 [id="res_r0", class="resource", label="file\n/srv/app"`,
 		// The name's quote and backslash escaped: \N is not DOT's node-name escape.
 		`label="file\n/srv/<b>we\"ird\\N</b>"`,
 		`r0 -> r1 [class="edge-auto", style=dashed, color="#6b7280", label="auto"`,
@@ -88,8 +88,8 @@ func TestDOTEdgeKinds(t *testing.T) {
 		`r3 -> r4 [class="edge-order", style=dotted`,
 		"subgraph cluster_r5 {",
 		`graph [label="apply#child.yaml applies `,
-		"\t\tr5 [id=\"res-r5\"",
-		"\t\tr5_0 [id=\"res-r5_0\"",
+		"\t\tr5 [id=\"res_r5\"",
+		"\t\tr5_0 [id=\"res_r5_0\"",
 		// The child's require of a parent's resource crosses the cluster.
 		`r4 -> r5_0 [class="edge-require"`,
 		`r5_0 -> r5_1 [class="edge-order"`,
@@ -157,11 +157,11 @@ func TestColourByReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantLines(t, dot.String(),
-		`r0 [id="res-r0", class="resource status-changed", label="file\n/srv/app", tooltip="file#/srv/app: changed", fillcolor="#fde68a"`,
-		`r2 [id="res-r2", class="resource status-failed"`,
+		`r0 [id="res_r0", class="resource status-changed", label="file\n/srv/app", tooltip="file#/srv/app: changed", fillcolor="#fde68a"`,
+		`r2 [id="res_r2", class="resource status-failed"`,
 		`class="resource status-skipped"`,
-		`r5_1 [id="res-r5_1", class="resource status-no-answer"`,
-		`r5_0 [id="res-r5_0", class="resource status-stable"`,
+		`r5_1 [id="res_r5_1", class="resource status-no-answer"`,
+		`r5_0 [id="res_r5_0", class="resource status-stable"`,
 	)
 	wantLines(t, mm.String(),
 		`r0["file<br/>/srv/app"]:::st_changed`,
@@ -210,7 +210,7 @@ func TestSVG(t *testing.T) {
 					class = a.Value
 				}
 			}
-			if tok.Name.Local == "g" && strings.HasPrefix(id, "res-") {
+			if tok.Name.Local == "g" && strings.HasPrefix(id, "res_") {
 				ids[id] = class
 			}
 		case xml.CharData:
@@ -220,13 +220,13 @@ func TestSVG(t *testing.T) {
 	if root != "svg" {
 		t.Fatalf("root element %q, want svg", root)
 	}
-	for _, id := range []string{"res-r0", "res-r1", "res-r2", "res-r3", "res-r4", "res-r5", "res-r5_0", "res-r5_1"} {
+	for _, id := range []string{"res_r0", "res_r1", "res_r2", "res_r3", "res_r4", "res_r5", "res_r5_0", "res_r5_1"} {
 		if _, ok := ids[id]; !ok {
 			t.Errorf("no <g id=%q> in the SVG; groups: %v", id, ids)
 		}
 	}
-	if !strings.Contains(ids["res-r0"], "status-failed") {
-		t.Errorf("res-r0 class %q lacks status-failed", ids["res-r0"])
+	if !strings.Contains(ids["res_r0"], "status-failed") {
+		t.Errorf("res_r0 class %q lacks status-failed", ids["res_r0"])
 	}
 	for _, s := range []string{"/srv/app", `/srv/<b>we"ird\N</b>`, "child-one", "subscribe", "auto"} {
 		if !strings.Contains(texts, s) {
@@ -267,5 +267,27 @@ func TestMaxNodes(t *testing.T) {
 	}
 	if _, err := FromPlan(plan(MaxNodes+1), nil); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("%d resources: err %v, want ErrTooLarge", MaxNodes+1, err)
+	}
+}
+
+// TestMaxSVGNodes: an SVG is laid out for MaxSVGNodes nodes and refused
+// past them before any layout (the check is what is timed here: laying
+// out 5,000 nodes takes seconds of CPU).
+func TestMaxSVGNodes(t *testing.T) {
+	t.Parallel()
+	at, err := FromPlan(plan(MaxSVGNodes), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := at.checkSVG(); err != nil {
+		t.Fatalf("%d nodes: %v", MaxSVGNodes, err)
+	}
+	past, err := FromPlan(plan(MaxSVGNodes+1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = past.WriteSVG(context.Background(), io.Discard)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "5001 resources") {
+		t.Fatalf("%d nodes: err %v, want ErrTooLarge naming the count", MaxSVGNodes+1, err)
 	}
 }
