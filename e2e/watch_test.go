@@ -342,3 +342,106 @@ func TestWatchExample(t *testing.T) {
 		t.Fatalf("%d reloads, want 2 (the first apply, the repair)", n)
 	}
 }
+
+// TestApplyWatchIntervalChecksLocally: the interval pass checks the cached
+// plan in the process and runs only what drifted. A drift no event shows
+// (a write through a hard link from an unwatched directory) is found by
+// the pass and repaired by an interval run holding that file and its
+// subscriber alone; a clean pass is one JSON line with the counts and no
+// run; in text it prints nothing.
+func TestApplyWatchIntervalChecksLocally(t *testing.T) {
+	t.Parallel()
+	for _, output := range []string{"json", "text"} {
+		t.Run(output, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			etc, other := filepath.Join(dir, "etc"), filepath.Join(dir, "other")
+			for _, d := range []string{etc, other} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			target := filepath.Join(etc, "app.conf")
+			manifest := writeFile(t, dir, "site.yaml", fmt.Sprintf(`
+resources:
+  - file:
+      - %[1]s/a.conf:
+          content: "a\n"
+      - %[2]s:
+          content: "port=80\n"
+      - %[1]s/b.conf:
+          content: "b\n"
+  - exec:
+      - reload:
+          command: "/bin/true"
+          refreshonly: true
+          subscribe: [file#%[2]s]
+`, etc, target))
+			p := start(t, runOpts{dir: dir}, "apply", "--watch", "--interval", "1s", "--output", output, "--log-level", "info", manifest)
+			if output == "json" {
+				waitOutput(t, p, `"checked":4,"drifted":0,"stable":4`, 60*time.Second)
+			} else {
+				before := waitOutput(t, p, "watching:", 60*time.Second)
+				waitStderr(t, p, "interval check", 30*time.Second)
+				if got := p.Stdout(); got != before {
+					t.Fatalf("a clean pass printed %q", strings.TrimPrefix(got, before))
+				}
+			}
+			// The drift no event shows.
+			alias := filepath.Join(other, "alias")
+			if err := os.Link(target, alias); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(alias, []byte("port=1\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if output == "text" {
+				waitOutput(t, p, "changed      file#"+target+": updated content [interval: drifted: ", 30*time.Second)
+				waitOutput(t, p, "exec#reload", 10*time.Second)
+				if got := readFile(t, target); got != "port=80\n" {
+					t.Fatalf("after the interval repair: %q", got)
+				}
+				return
+			}
+			waitOutput(t, p, `"drifted":1,"stable":3,"drifted_resources":["file#`+target+`"]`, 30*time.Second)
+			waitOutput(t, p, `"trigger":"interval","coordinator"`, 30*time.Second)
+			var run *report
+			for _, line := range strings.Split(strings.TrimSpace(p.Stdout()), "\n") {
+				var r report
+				if err := json.Unmarshal([]byte(line), &r); err != nil {
+					t.Fatalf("not a JSON line: %q: %v", line, err)
+				}
+				if r.RunID != "" && r.Trigger == "interval" {
+					run = &r
+					break
+				}
+			}
+			if run == nil {
+				t.Fatalf("no interval run:\n%s", p.Stdout())
+			}
+			s := run.statuses()
+			if len(s) != 2 || s["file#"+target] != "changed" || s["exec#reload"] != "changed" {
+				t.Fatalf("interval run of %v: want the drifted file (changed) and its subscriber (refreshed) alone", s)
+			}
+			if got := readFile(t, target); got != "port=80\n" {
+				t.Fatalf("after the interval repair: %q", got)
+			}
+		})
+	}
+}
+
+// waitStderr waits until the process has printed want on stderr.
+func waitStderr(t *testing.T, p *process, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(p.Stderr(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q not on stderr within %s:\n%s", want, timeout, p.Stderr())
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("manifold exited:\n%s", p.Stderr())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

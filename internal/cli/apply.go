@@ -20,7 +20,11 @@ import (
 )
 
 const applyAbout = `Runs a manifest and waits for it to finish, printing a line per resource
-as it finishes and then a summary (or, with --output json, the run report).
+that changed (with its diff) or failed as it finishes, then a recap:
+created, updated, deleted, refreshed, failed, skipped and stable counts and
+every failure with its whole error (or, with --output json, the run
+report). --verbose prints every resource; on a terminal a [done/total]
+line shows progress and colours are used unless --no-color or NO_COLOR.
 
 With --server URL (or --context NAME) it submits the run to the
 coordinators on that server instead, exactly as 'manifold run --follow'.
@@ -41,7 +45,10 @@ triggered it (--output json: one report per run, one per line). With
 progress and exits 0.
 
 Exit codes: 0 no resource failed, 1 resources failed, 2 invalid manifest or
-flags, 3 could not run (bus error, timeout, interrupted).`
+flags, 3 could not run (bus error, timeout, interrupted). With
+--detailed-exitcodes (Puppet's): 0 no changes, 2 changes, 4 failures, 6
+changes and failures, 1 invalid manifest or flags, 3 could not run; so
+'apply --noop --detailed-exitcodes' is a drift check (2: drift).`
 
 type applyOpts struct {
 	noop, healthCheckOnly bool
@@ -55,9 +62,11 @@ type applyOpts struct {
 	otlpEndpoint          string
 	jaegerURL             string
 	watch                 watchOpts
+	view                  viewFlags
 }
 
-func runApply(ctx context.Context, st IO, args []string) int {
+func runApply(ctx context.Context, st IO, args []string) (code int) {
+	defer func() { code = detailedExitCode(args, code) }()
 	o := applyOpts{output: choice{"text", []string{"text", "json"}},
 		logLevel: choice{"error", []string{"debug", "info", "warn", "error"}}}
 	fs := newFlags("apply", "[flags] MANIFEST", applyAbout, st, args)
@@ -76,6 +85,8 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	fs.BoolVar(&o.watch.enabled, "watch", false, "after converging, keep running: repair drift as events show it, re-check everything every --interval (embedded engine; a fleet uses 'manifold assign')")
 	fs.DurationVar(&o.watch.interval, "interval", 30*time.Minute, "with --watch: full check period (less up to 10% jitter)")
 	fs.DurationVar(&o.watch.healthInterval, "health-interval", 0, "with --watch: run the health checks this often and remediate on CRITICAL (0: never)")
+	fs.DurationVar(&o.watch.servicePoll, "service-poll", 5*time.Second, "with --watch: how often the systemd units of service resources are polled for drift (one 'systemctl show' for all of them; at least 1s)")
+	o.view.register(fs)
 	var conn connFlags // --server or --context: submit to a server, as `run --follow`
 	conn.register(fs)
 	pos, err := parse(fs, args)
@@ -88,6 +99,10 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	}
 	if o.watch.enabled && (o.watch.interval < time.Second || o.watch.healthInterval < 0) {
 		fmt.Fprintln(st.Stderr, "manifold apply: --interval must be at least 1s and --health-interval not negative")
+		return ExitInvalid
+	}
+	if o.watch.enabled && o.watch.servicePoll < time.Second {
+		fmt.Fprintf(st.Stderr, "manifold apply: --service-poll %s: must be at least 1s\n", o.watch.servicePoll)
 		return ExitInvalid
 	}
 	if len(pos) != 1 {
@@ -165,7 +180,7 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	}()
 
 	if conn.explicit() {
-		return submitRemote(ctx, st, &conn, remoteRun{path: path, tree: tree, follow: true, output: o.output.value, timeout: o.timeout, jaegerURL: o.jaegerURL,
+		return submitRemote(ctx, st, &conn, remoteRun{path: path, tree: tree, follow: true, output: o.output.value, timeout: o.timeout, jaegerURL: o.jaegerURL, view: o.view,
 			req: bus.RunRequest{Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth, MaxTreeRuns: explicitInt(fs, "max-tree-runs", o.maxTreeRuns)}})
 	}
 	defer exitOnSecondSignal(st, "apply")()
@@ -201,7 +216,8 @@ func runApply(ctx context.Context, st IO, args []string) int {
 	// The coordinator runs the plan compiled above: same bundle, data
 	// and facts, compiled once.
 	eng.plans.put(req.RunID, tree.Plan)
-	return submitAndFollow(ctx, st, eng.bus, req, followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL, pre: tree.Plan.PreMessage, cancelOnEnd: true})
+	return submitAndFollow(ctx, st, eng.bus, req, followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL, pre: tree.Plan.PreMessage, cancelOnEnd: true,
+		view: o.view})
 }
 
 // submitAndFollow submits a run on the fire-and-forget subject and follows

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -24,6 +26,8 @@ type watchOpts struct {
 	enabled        bool
 	interval       time.Duration
 	healthInterval time.Duration
+	// servicePoll is the period of the poll of the services' units.
+	servicePoll time.Duration
 }
 
 // watchRun is one embedded `apply --watch`: the engine, the compiled
@@ -60,7 +64,20 @@ func runWatch(ctx context.Context, w *watchRun, o watchOpts) int {
 		return ExitUnavailable
 	}
 	defer pw.Close()
-	watched, polling := w.watchTargets(pw)
+	uw := converge.NewUnitWatcher(converge.UnitWatcherConfig{Interval: o.servicePoll, Logger: w.logger}, hints)
+	kw := converge.NewKVWatcher(w.eng.bus, hints)
+	defer kw.Close()
+	built := w.build()
+	watched, polling := w.watch(built, pw, uw, kw)
+	if uw.Units() > 0 {
+		uw.Start(ctx)
+		defer uw.Stop()
+	}
+	checks := make([]converge.LocalCheck, len(built))
+	for i, b := range built {
+		checks[i] = b.check
+	}
+	built = nil
 	noop := w.req.Noop
 	what := "repairing drift"
 	if noop {
@@ -76,7 +93,8 @@ func runWatch(ctx context.Context, w *watchRun, o watchOpts) int {
 	if w.output != "json" {
 		defer fmt.Fprintln(w.st.Stdout, "watch stopped")
 	}
-	w.logger.Info("watching", "resources", len(w.tree.Plan.Manifest.Resources), "watched", watched, "polling", polling)
+	w.logger.Info("watching", "resources", len(w.tree.Plan.Manifest.Resources), "watched", watched, "polling", polling,
+		"units", uw.Units(), "kv_entries", kw.Entries())
 	cfg := converge.LoopConfig{Interval: o.interval, HealthInterval: o.healthInterval, Noop: noop, Logger: w.logger,
 		OnStatus: func(s converge.Status) {
 			if s.State == converge.StateFlapping && w.output != "json" {
@@ -90,6 +108,7 @@ func runWatch(ctx context.Context, w *watchRun, o watchOpts) int {
 		res, err := w.converge(ctx, t)
 		if !started && err == nil {
 			started = true
+			w.settle()
 			if w.output != "json" {
 				w.mu.Lock()
 				fmt.Fprintf(w.st.Stdout, "watching: %s, %s; full check every %s\n", what, how, o.interval)
@@ -98,38 +117,76 @@ func runWatch(ctx context.Context, w *watchRun, o watchOpts) int {
 		}
 		return res, err
 	})
-	if err := converge.Loop(ctx, cfg, runner, hints); err != nil {
+	interval := converge.CheckFirst(func() []converge.LocalCheck { return checks }, runner, w.printPass)
+	if err := converge.Loop(ctx, cfg, interval, hints); err != nil {
 		fmt.Fprintf(w.st.Stderr, "manifold apply: --watch: %v\n", err)
 		return ExitUnavailable
 	}
 	return ExitOK
 }
 
-// watchTargets registers the watch targets of every resource of the plan
-// that has some, rendered with this host's facts as the worker renders
-// them. It returns how many resources are watched and whether the
-// inotify limit stopped it (the rest is covered by interval checks).
-func (w *watchRun) watchTargets(pw *converge.PathWatcher) (watched int, polling bool) {
+// builtResource is one resource of the plan as the watch sees it: what
+// the interval pass checks, and what it is watched through.
+type builtResource struct {
+	check   converge.LocalCheck
+	targets []resources.WatchTarget
+}
+
+// build renders and builds every resource of the plan once, with this
+// host's facts as the worker renders them: the interval pass checks them
+// from this cache (no compile, no bus), the watchers watch their targets.
+// A resource the pass cannot check as a run would (its type runs on the
+// coordinator, it has control guards or health checks, it failed to
+// render or build) has a nil Res: every interval pass hands it to a run.
+func (w *watchRun) build() []builtResource {
 	reg := workerRegistry(w.eng.bus)
-	scope := template.Scope{Data: w.tree.Plan.Data, Facts: w.facts, Environ: environMap(), Dir: w.req.WorkDir}
+	environ := environMap()
+	scope := template.Scope{Data: w.tree.Plan.Data, Facts: w.facts, Environ: environ, Dir: w.req.WorkDir}
+	root := w.req.WorkDir
+	if w.req.Entry != "" && root != "" {
+		for d := path.Dir(w.req.Entry); d != "." && d != "/"; d = path.Dir(d) {
+			root = filepath.Dir(root)
+		}
+	}
+	env := &resources.Env{WorkDir: w.req.WorkDir, Root: root, Runner: resources.OSRunner{}, Logger: w.logger,
+		Data: w.tree.Plan.Data, Facts: w.facts, Environ: environ}
+	out := make([]builtResource, 0, len(w.tree.Plan.Manifest.Resources))
 	for _, r := range w.tree.Plan.Manifest.Resources {
+		b := builtResource{check: converge.LocalCheck{Key: r.Ref(), Env: env}}
+		out = append(out, b)
 		spec, err := resources.RenderSpec(r, scope)
 		if err != nil {
-			continue // the run reports it; the interval covers it
+			continue // the run reports it
 		}
 		res, err := reg.New(spec)
 		if err != nil {
 			continue
 		}
-		wt, ok := res.(resources.Watcher)
-		if !ok {
+		if wt, ok := res.(resources.Watcher); ok {
+			out[len(out)-1].targets = wt.WatchTargets()
+		}
+		if r.Control == nil && len(r.HealthChecks) == 0 {
+			out[len(out)-1].check.Res = res
+		}
+	}
+	return out
+}
+
+// watch registers the watch targets of the built resources: paths with
+// inotify, units with the unit poll, KV entries with KV watches. It
+// returns how many resources are watched and whether the inotify limit
+// stopped it (the rest is covered by interval checks).
+func (w *watchRun) watch(built []builtResource, pw *converge.PathWatcher, uw *converge.UnitWatcher, kw *converge.KVWatcher) (watched int, polling bool) {
+	for _, b := range built {
+		if len(b.targets) == 0 {
 			continue
 		}
-		targets := wt.WatchTargets()
-		if len(targets) == 0 {
-			continue
+		key := b.check.Key
+		uw.Set(key, b.targets)
+		if err := kw.Set(key, b.targets); err != nil {
+			w.logger.Warn("not watched", "resource", key, "error", err)
 		}
-		if err := pw.Set(r.Ref(), targets); err != nil {
+		if err := pw.Set(key, b.targets); err != nil {
 			if errors.Is(err, converge.ErrWatchLimit) {
 				if !polling {
 					fmt.Fprintf(w.st.Stderr, "manifold apply: --watch: %v\n", err)
@@ -137,12 +194,38 @@ func (w *watchRun) watchTargets(pw *converge.PathWatcher) (watched int, polling 
 				polling = true
 				continue
 			}
-			w.logger.Warn("not watched", "resource", r.Ref(), "error", err)
+			w.logger.Warn("not watched", "resource", key, "error", err)
 			continue
 		}
 		watched++
 	}
 	return watched, polling
+}
+
+// intervalPass is the JSON line of an interval pass (--output json): one
+// per pass, before the report of the run that repairs what it found (none
+// when nothing drifted).
+type intervalPass struct {
+	Trigger    string   `json:"trigger"`
+	Checked    int      `json:"checked"`
+	Drifted    int      `json:"drifted"`
+	Stable     int      `json:"stable"`
+	Resources  []string `json:"drifted_resources,omitempty"`
+	DurationUS int64    `json:"duration_us"`
+}
+
+// printPass reports an interval pass: nothing in text (the run that
+// follows a drift prints its lines), one JSON line in json.
+func (w *watchRun) printPass(p converge.PassResult) {
+	ms := float64(p.Duration.Microseconds()) / 1000
+	w.logger.Info("interval check", "checked", p.Checked, "drifted", len(p.Drifted), "duration_ms", ms)
+	if w.output != "json" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_ = json.NewEncoder(w.st.Stdout).Encode(intervalPass{Trigger: string(converge.TriggerInterval), Checked: p.Checked,
+		Drifted: len(p.Drifted), Stable: len(p.Stable), Resources: p.Drifted, DurationUS: p.Duration.Microseconds()})
 }
 
 // converge runs one convergence to its end and reads its report.
@@ -261,3 +344,7 @@ func environMap() map[string]string {
 	}
 	return m
 }
+
+// settle readies the process for a long watch once the start run is done:
+// what only compiling and the first run needed is dropped.
+func (w *watchRun) settle() {}
