@@ -234,6 +234,8 @@ func TestRolePermissions(t *testing.T) {
 		{"worker", "$O.manifold-tasks.M.task-sha256-x"},
 		{"client", "$O.manifold-tasks.C.x"},
 		{"client", "$JS.API.DIRECT.GET.OBJ_manifold-tasks"},
+		// Only workers register services (a client cannot forge an entry).
+		{"client", "manifold.registrations.production.http.web.10_0_0_1.x"},
 	}
 	conns := map[string]*nats.Conn{}
 	for _, role := range []string{"client", "worker"} {
