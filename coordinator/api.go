@@ -174,7 +174,10 @@ func (a *api) checkManifest(ctx context.Context, rr bus.RunRequest) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := PrepareWith(m, PrepareOpts{Overrides: data, Facts: rr.Facts, Source: src, Files: files}); err != nil {
+	// A fan-out is checked here for what does not depend on the hosts'
+	// facts; each host compiles it with its own (fanout.go).
+	perHost := rr.EachWorker || rr.Where != ""
+	if _, err := PrepareWith(m, PrepareOpts{Overrides: data, Facts: rr.Facts, Source: src, Files: files, PerHost: perHost}); err != nil {
 		return 0, err
 	}
 	return len(m.Resources), nil

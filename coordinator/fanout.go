@@ -101,16 +101,16 @@ const noAnswerPrefix = "no answer: "
 // finish it within the answer timeout (it counts as failed).
 const NoAnswer = "no answer"
 
-// fanOutTargets returns the names of the live workers of pool whose
-// published facts make where true (all of them when where is empty),
-// sorted. A where matching none is an error naming the expression (and
-// the first evaluation error, if any).
-func fanOutTargets(ctx context.Context, b *bus.Bus, pool, where string) ([]string, error) {
+// fanOutTargets returns the live workers of pool whose published facts
+// make where true (all of them when where is empty), sorted by name. A
+// where matching none is an error naming the expression (and the first
+// evaluation error, if any).
+func fanOutTargets(ctx context.Context, b *bus.Bus, pool, where string) ([]registration, error) {
 	regs, err := poolWorkers(ctx, b, pool)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	var names []string
+	var names []registration
 	var evalErr error
 	for _, reg := range regs {
 		if where != "" {
@@ -122,7 +122,7 @@ func fanOutTargets(ctx context.Context, b *bus.Bus, pool, where string) ([]strin
 				continue
 			}
 		}
-		names = append(names, reg.Name)
+		names = append(names, reg)
 	}
 	switch {
 	case len(names) > 0:
@@ -157,9 +157,21 @@ func (r *run) fanOutPlan(ctx context.Context) (*Plan, error) {
 	// The workers are chosen once and kept in the header: a coordinator
 	// resuming the run rebuilds the same plan.
 	if r.rec.FanOut == nil {
-		workers, err := fanOutTargets(ctx, r.c.bus, pool, r.rec.Request.Where)
+		// What does not depend on the hosts' facts is checked once, before
+		// any host starts (the request may have come from the stream,
+		// unchecked); each host compiles the manifest again with its
+		// facts when its child run starts.
+		if _, err := loadPlan(ctx, r.rec, r.session, r.c.bundle); err != nil {
+			return nil, err
+		}
+		targets, err := fanOutTargets(ctx, r.c.bus, pool, r.rec.Request.Where)
 		if err != nil {
 			return nil, err
+		}
+		r.hostFacts = make(map[string]map[string]any, len(targets))
+		workers := make([]string, len(targets))
+		for i, reg := range targets {
+			workers[i], r.hostFacts[reg.Name] = reg.Name, reg.Facts
 		}
 		r.rec.FanOut = workers
 	}
@@ -237,7 +249,15 @@ func (r *run) startPinnedChild(ctx, spanCtx context.Context, i int) {
 	req := rec.Request
 	req.RunID, req.IdempotencyKey, req.EachWorker, req.PinWorker = r.childID(i, t.attempt), "", false, worker
 	req.Where, req.AnswerTimeoutMS = "", 0
-	err := r.c.accept(ctx, spanCtx, req, &childOf{
+	facts, err := r.workerFacts(ctx, worker)
+	if err != nil {
+		r.childFailed(ctx, i, fmt.Errorf("worker %s: %w", worker, err))
+		return
+	}
+	// The child is compiled with the worker's facts (loadPlan, HostFacts):
+	// its hierarchy, names and properties are that host's.
+	req.Facts = facts
+	err = r.c.accept(ctx, spanCtx, req, &childOf{
 		parent: rec, task: i, attempt: t.attempt, depth: rec.Depth + 1, name: rec.Manifest + "@" + worker,
 		chain: r.chain(), maxDepth: rec.MaxDepth,
 	})
@@ -246,4 +266,23 @@ func (r *run) startPinnedChild(ctx, spanCtx context.Context, i int) {
 		return
 	}
 	r.answerDeadline(i, time.Now())
+}
+
+// workerFacts returns the facts a fan-out's target worker published: as
+// read when the targets were chosen, or (a resumed run) as published now.
+func (r *run) workerFacts(ctx context.Context, worker string) (map[string]any, error) {
+	if f, ok := r.hostFacts[worker]; ok {
+		return f, nil
+	}
+	e, err := r.c.bus.Workers().Get(ctx, worker)
+	if errors.Is(err, bus.ErrNotFound) {
+		return nil, errors.New("its facts are not published: the worker left the pool (no entry in the workers bucket)")
+	} else if err != nil {
+		return nil, fmt.Errorf("read its facts: %w", err)
+	}
+	var reg registration
+	if err := json.Unmarshal(e.Value, &reg); err != nil {
+		return nil, fmt.Errorf("unreadable registration: %w", err)
+	}
+	return reg.Facts, nil
 }

@@ -34,6 +34,12 @@ type PrepareOpts struct {
 	// External accepts references to resources outside the manifest (its
 	// ancestors' resources in the same session). Nil accepts none.
 	External func(ref string) bool
+	// PerHost compiles centrally a run whose hosts compile it again with
+	// their own facts (a fan-out): see compile.Opts.PerHost.
+	PerHost bool
+	// HostFacts says Facts are those of the one worker the run is pinned
+	// to: see compile.Opts.HostFacts.
+	HostFacts bool
 	// Files reads the files of the manifest's directory from the run's
 	// bundle (a resources_jet_file, the files its templates read); nil
 	// for an inline manifest.
@@ -44,7 +50,8 @@ type PrepareOpts struct {
 // and hierarchy, apply resource, run overrides) and references to
 // ancestors.
 func PrepareWith(m *schemas.Manifest, o PrepareOpts) (*Plan, error) {
-	return compile.Compile(m, compile.Opts{ApplyData: o.ApplyData, Run: o.Overrides, Facts: o.Facts, Source: o.Source, External: o.External, Files: o.Files})
+	return compile.Compile(m, compile.Opts{ApplyData: o.ApplyData, Run: o.Overrides, Facts: o.Facts, Source: o.Source, External: o.External, Files: o.Files,
+		PerHost: o.PerHost, HostFacts: o.HostFacts})
 }
 
 // MergeData returns a deep copy of base with over merged into it: maps

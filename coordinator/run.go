@@ -64,6 +64,9 @@ type run struct {
 
 	// subs are the subscribers of each resource (see subscribers).
 	subs [][]string
+	// hostFacts are a fan-out's targets' facts as read when they were
+	// chosen (fanout.go); a resumed run reads them again.
+	hostFacts map[string]map[string]any
 }
 
 type pendingTask struct {
@@ -566,6 +569,11 @@ func loadPlan(ctx context.Context, rec *record, session map[string]sessionRef, o
 	default:
 		return nil, errors.New("run request carries no manifest: set manifest_yaml or bundle")
 	}
+	if req.PinWorker != "" && rec.ParentRunID != "" {
+		// A fan-out's child is named manifest@worker; its errors name
+		// the manifest's file.
+		name = strings.TrimSuffix(name, "@"+req.PinWorker)
+	}
 	m, err := schemas.ParseUnchecked(name, src)
 	if err != nil {
 		return nil, err
@@ -585,10 +593,12 @@ func loadPlan(ctx context.Context, rec *record, session map[string]sessionRef, o
 	if err != nil {
 		return nil, err
 	}
+	// A fan-out is checked centrally (fanout.go); a run pinned to a worker
+	// is compiled with that worker's facts.
 	p, err := PrepareWith(m, PrepareOpts{ApplyData: rec.ApplyData, Overrides: data, Facts: req.Facts, Source: src, External: func(ref string) bool {
 		_, ok := session[ref]
 		return ok
-	}, Files: files})
+	}, Files: files, PerHost: req.EachWorker, HostFacts: req.PinWorker != ""})
 	if err != nil || len(req.Only) == 0 || rec.ParentRunID != "" {
 		return p, err
 	}

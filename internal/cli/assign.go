@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/internal/compile"
 	"github.com/manifold-run/manifold/worker"
 )
 
@@ -78,7 +79,9 @@ func runAssign(ctx context.Context, st IO, args []string) int {
 		fmt.Fprintf(st.Stderr, "manifold assign: %v\n", err)
 		return ExitInvalid
 	}
-	tree, ok := compileTree(st, "assign", path, data, facts)
+	// Each worker compiles the assignment with its own published facts
+	// (a convergence run); here only what needs no facts is checked.
+	tree, ok := compileTreeOpts(st, "assign", path, compile.Opts{Run: data, Facts: facts, PerHost: true})
 	if !ok {
 		return ExitInvalid
 	}

@@ -242,7 +242,14 @@ func (c *compileFlags) warnTo(st IO, cmd string) {
 // compileTree compiles the manifest at path and the manifests it applies
 // (compile.Build), printing every problem; false means exit 2.
 func compileTree(st IO, cmd, path string, data, facts map[string]any) (*compile.Tree, bool) {
-	t, err := compile.Build(path, compile.Opts{Run: data, Facts: facts})
+	return compileTreeOpts(st, cmd, path, compile.Opts{Run: data, Facts: facts})
+}
+
+// compileTreeOpts is compileTree with all of compile's options: PerHost
+// for a fan-out or an assignment, which each host compiles again with its
+// own facts.
+func compileTreeOpts(st IO, cmd, path string, o compile.Opts) (*compile.Tree, bool) {
+	t, err := compile.Build(path, o)
 	if errors.Is(err, compile.ErrInternal) {
 		panic(err) // a bug, not an invalid manifest: Run exits 3
 	}

@@ -113,7 +113,18 @@ func runRun(ctx context.Context, st IO, args []string) int {
 	if eachWorker || where != "" {
 		rr.req.AnswerTimeoutMS = max(answerTO.Milliseconds(), 1)
 	}
-	if rr.tree, ok = compileTree(st, "run", rr.path, data, facts); !ok {
+	if eachWorker || where != "" {
+		// Each host is compiled with the facts it published (docs/fleet.md,
+		// Per-host compile); here only what needs no facts is checked.
+		if len(facts) > 0 {
+			fmt.Fprintln(st.Stderr, "manifold run: warning: --fact is not used by a fan-out: each host is compiled with the facts it published")
+		}
+		rr.req.Facts = nil
+		rr.tree, ok = compileTreeOpts(st, "run", rr.path, compile.Opts{Run: data, PerHost: true})
+	} else {
+		rr.tree, ok = compileTree(st, "run", rr.path, data, facts)
+	}
+	if !ok {
 		return ExitInvalid
 	}
 	shutdown, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "manifold-cli", Endpoint: otlp})

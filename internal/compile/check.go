@@ -79,7 +79,9 @@ func guard(expr string) string {
 // first; a property whose template needs what only the worker has (its
 // facts, environment or files) is checked there instead, but a missing
 // data key is an error here already.
-func checkProperties(m *schemas.Manifest, scope template.Scope) schemas.Errors {
+// later says which rendering errors are left for later (needsWorker, or
+// Opts.later in a per-host compilation).
+func checkProperties(m *schemas.Manifest, scope template.Scope, later func(error) bool) schemas.Errors {
 	var errs schemas.Errors
 	add := func(r schemas.Resource, err error) {
 		errs = append(errs, &schemas.Error{Pos: r.Pos, Path: r.Path, Message: err.Error(), Err: err})
@@ -89,7 +91,7 @@ func checkProperties(m *schemas.Manifest, scope template.Scope) schemas.Errors {
 		case r.Type == "apply":
 			rendered, err := template.RenderValue(r.Properties, scope)
 			if err != nil {
-				if !needsWorker(err) {
+				if !later(err) {
 					add(r, fmt.Errorf("%s: %w", r.Ref(), err))
 				}
 				continue
@@ -103,7 +105,7 @@ func checkProperties(m *schemas.Manifest, scope template.Scope) schemas.Errors {
 		case slices.Contains(workerTypes, r.Type):
 			spec, err := resources.RenderSpec(r, scope)
 			if err != nil {
-				if !needsWorker(err) {
+				if !later(err) {
 					add(r, err)
 				}
 				continue

@@ -71,6 +71,16 @@ type Opts struct {
 	// OnRead, when set, is told of every file a template read while
 	// compiling (the bundle builder collects them).
 	OnRead func(name string, content []byte) error
+	// PerHost compiles centrally a manifest that each host of a fleet run
+	// or assignment compiles again with its own facts (HostFacts): Facts
+	// are ignored, and what needs them (data a hierarchy keyed on facts
+	// may set, names, aliases, references and properties over facts or
+	// such data) is left to each host; the rest is checked (perhost.go).
+	PerHost bool
+	// HostFacts says Facts are those of the one host the plan runs on (a
+	// run pinned to a worker): names, aliases and references may look
+	// them up, and a template over a fact the host lacks is an error here.
+	HostFacts bool
 	// Deadline bounds the templates evaluated while compiling (data,
 	// resources_jet_file, messages, names, properties): past it they fail
 	// with template.ErrLimit. Zero is Timeout from the start.
@@ -114,6 +124,9 @@ func Compile(m *schemas.Manifest, o Opts) (p *Plan, err error) {
 	if o.Deadline.IsZero() {
 		o.Deadline = time.Now().Add(Timeout)
 	}
+	if o.PerHost {
+		o.Facts, o.HostFacts = nil, false
+	}
 	return compileManifest(m, o)
 }
 
@@ -128,7 +141,7 @@ func compileManifest(m *schemas.Manifest, o Opts) (*Plan, error) {
 	if errs := checkFiles(m, o.scope(nil)); len(errs) > 0 {
 		return nil, errs
 	}
-	data, err := Data(m, o)
+	data, lt, err := o.data(m)
 	if err != nil {
 		return nil, err
 	}
@@ -147,13 +160,13 @@ func compileManifest(m *schemas.Manifest, o Opts) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if errs := renderNames(m, data, o.Deadline); len(errs) > 0 {
+	if errs := o.renderNames(m, data, lt); len(errs) > 0 {
 		return nil, errs
 	}
-	if err := schemas.CheckReferencesWith(m, o.External); err != nil {
+	if err := schemas.CheckReferencesWith(m, o.external(lt)); err != nil {
 		return nil, err
 	}
-	if errs := checkProperties(m, o.scope(data)); len(errs) > 0 {
+	if errs := checkProperties(m, o.scope(data), func(err error) bool { return o.later(lt, err) }); len(errs) > 0 {
 		return nil, errs
 	}
 	p := graph(m, data)
