@@ -177,6 +177,9 @@ type Task struct {
 	// belongs to: the worker it is pinned to watches the resource's paths
 	// for drift.
 	Assignment string `json:"assignment,omitempty"`
+	// Assume is set on noop tasks: what other resources of the run would
+	// have created before this one (see Assume).
+	Assume *Assume `json:"assume,omitempty"`
 }
 
 // SegmentItem is one more resource of a segment task.
@@ -196,6 +199,8 @@ type SegmentItem struct {
 	Token string `json:"token,omitempty"`
 	// Subscribers: see Task.Subscribers.
 	Subscribers []string `json:"subscribers,omitempty"`
+	// Assume: see Task.Assume.
+	Assume *Assume `json:"assume,omitempty"`
 }
 
 // MsgID returns the task's JetStream message ID.
@@ -298,6 +303,10 @@ type Event struct {
 	Done       int        `json:"done,omitempty"`
 	Total      int        `json:"total,omitempty"`
 	Outcome    TaskStatus `json:"outcome,omitempty"`
+	// Diff is, on task_finished, the resource's diff as the run report
+	// has it (ResourceReport.Diff in the coordinator: redacted, at most
+	// 64 KiB).
+	Diff string `json:"diff,omitempty"`
 }
 
 // HealthCheck is how one health check of a resource ended.

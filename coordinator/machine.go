@@ -36,6 +36,7 @@ type taskRT struct {
 	refreshed  bool
 	refresh    bool // the refresh flag of the current dispatch
 	message    string
+	diff       string
 	err        string
 	durationMS int64
 	worker     string
@@ -96,6 +97,8 @@ type machine struct {
 	// hands out one resource per task. It comes from the run header, so a
 	// replay decides the same.
 	spread int
+	// diffBytes are the diffs kept so far (see keepDiff).
+	diffBytes int
 }
 
 func newMachine(p *Plan, pools []string, session sessionLookup) *machine {
@@ -187,6 +190,7 @@ func (m *machine) apply(o bus.Outcome) []command {
 	t := &m.tasks[o.Task]
 	t.worker, t.durationMS, t.changed, t.refreshed = o.Worker, o.DurationMS, o.Changed, o.Refreshed
 	t.health = o.HealthChecks
+	t.diff = m.keepDiff(o.Diff)
 	status := o.Status
 	switch status {
 	case bus.TaskChanged, bus.TaskStable, bus.TaskSkipped:

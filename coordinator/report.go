@@ -122,6 +122,13 @@ type ResourceReport struct {
 	HealthChecks []bus.HealthCheck `json:"health_checks,omitempty"`
 	// ChildRunID is the child run of an apply resource.
 	ChildRunID string `json:"child_run_id,omitempty"`
+	// Diff shows what changed (in noop: what would change), or for a
+	// resource that did not converge what still differs, as the resource
+	// type words it (a unified diff for file content) and redacts it
+	// (sensitive, not world-readable); cut at resources.MaxDiffBytes with
+	// a "[manifold: diff truncated: N more bytes]" line. Absent when there
+	// is none.
+	Diff string `json:"diff,omitempty"`
 }
 
 // record is a run's header in the runs bucket: what the run was asked to
@@ -370,6 +377,7 @@ func reportOf(rec *record, p *Plan, m *machine) *Report {
 			Ref: res.Ref(), Type: res.Type, Name: res.Name, Alias: res.Alias, Status: string(t.status),
 			Noop: rec.Request.Noop, Refreshed: t.refreshed, Message: t.message, Error: t.err,
 			DurationMS: t.durationMS, Worker: t.worker, Attempts: t.attempt, Pool: m.pools[i], HealthChecks: t.health,
+			Diff: t.diff,
 		}
 		if res.Type == "apply" && t.attempt > 0 {
 			rr.ChildRunID = childRunID(rec.RunID, i, t.attempt)

@@ -64,6 +64,9 @@ type run struct {
 
 	// subs are the subscribers of each resource (see subscribers).
 	subs [][]string
+	// assume indexes what a noop run's resources would create (see
+	// assumeOf); built at the first noop task.
+	assume *assumptions
 	// hostFacts are a fan-out's targets' facts as read when they were
 	// chosen (fanout.go); a resumed run reads them again.
 	hostFacts map[string]map[string]any
@@ -318,7 +321,7 @@ func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) 
 		}
 		t := r.m.tasks[i]
 		item := bus.SegmentItem{Task: i, Attempt: t.attempt, Resource: r.plan.Manifest.Resources[i], Refresh: t.refresh,
-			TimeoutMS: r.timeout(i).Milliseconds(), Traceparent: bus.Traceparent(taskCtx), Subscribers: r.subscribers(i)}
+			TimeoutMS: r.timeout(i).Milliseconds(), Traceparent: bus.Traceparent(taskCtx), Subscribers: r.subscribers(i), Assume: r.assumeOf(i)}
 		for _, p := range r.plan.Requires[i] {
 			if p >= first && p < i {
 				item.Requires = append(item.Requires, p)
@@ -413,7 +416,7 @@ func (r *run) settled(ctx context.Context, i int) {
 	}
 	r.c.metrics.taskEnded(res.Type, t.status)
 	r.event(ctx, bus.Event{Kind: bus.EventTaskFinished, Task: &i, Ref: res.Ref(), Status: string(t.status),
-		Outcome: t.status, Message: t.message, Error: t.err, Worker: t.worker, DurationMS: t.durationMS,
+		Outcome: t.status, Message: t.message, Diff: t.diff, Error: t.err, Worker: t.worker, DurationMS: t.durationMS,
 		Done: r.m.done, Total: len(r.m.tasks)})
 	// The next resource of a segment starts on the worker now.
 	if j := i + 1; j < len(r.m.tasks) && r.m.tasks[j].seg == t.seg && r.m.tasks[j].segAttempt == t.segAttempt && r.m.inFlight(j, r.m.tasks[j].attempt) {
@@ -509,6 +512,18 @@ func (r *run) subscribers(i int) []string {
 	return r.subs[i]
 }
 
+// assumeOf is what task i may assume in a noop run (see assumptions); nil
+// outside noop.
+func (r *run) assumeOf(i int) *bus.Assume {
+	if !r.rec.Request.Noop {
+		return nil
+	}
+	if r.assume == nil {
+		r.assume = newAssumptions(r.plan.Manifest)
+	}
+	return r.assume.of(&r.plan.Manifest.Resources[i])
+}
+
 // task builds the message of task i's current attempt.
 func (r *run) task(i int) bus.Task {
 	rec, t := r.rec, r.m.tasks[i]
@@ -517,7 +532,7 @@ func (r *run) task(i int) bus.Task {
 		Resource: r.plan.Manifest.Resources[i], Data: r.plan.Data, Noop: rec.Request.Noop,
 		HealthCheckOnly: rec.Request.HealthCheckOnly, Refresh: t.refresh, Pool: r.m.pools[i],
 		TimeoutMS: r.timeout(i).Milliseconds(), Bundle: rec.Request.Bundle, Entry: r.entry(),
-		Subscribers: r.subscribers(i), Assignment: rec.Request.Assignment,
+		Subscribers: r.subscribers(i), Assignment: rec.Request.Assignment, Assume: r.assumeOf(i),
 	}
 	if rec.Request.WorkDir != "" {
 		task.WorkDir = rec.Request.WorkDir

@@ -107,6 +107,19 @@ func (b *Batch) Check(ctx context.Context, res Batcher, env *Env) int {
 	return len(b.members) - 1
 }
 
+// Pending is how many members Apply would apply together: those whose
+// check found a change and that joined the batch. Apply does nothing
+// when it is below two.
+func (b *Batch) Pending() int {
+	n := 0
+	for _, m := range b.members {
+		if !m.alone && m.done == nil {
+			n++
+		}
+	}
+	return n
+}
+
 // Apply applies every member whose check found a change with one
 // ApplyBatch of the first of them, in an "apply batch" span under ctx, when
 // there are at least two; otherwise it does nothing and Finish applies the

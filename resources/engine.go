@@ -90,7 +90,28 @@ func Execute(ctx context.Context, res Resource, env *Env) Outcome {
 		}
 		return out
 	}
-	return withHealthChecks(ctx, env, execute(ctx, res, env))
+	out := withHealthChecks(ctx, env, execute(ctx, res, env))
+	out.Diff = BoundDiff(out.Diff)
+	return out
+}
+
+// MaxDiffBytes bounds Outcome.Diff, whatever the type: a diff travels in
+// the outcome message, the run's events and its report.
+const MaxDiffBytes = 64 << 10
+
+// BoundDiff cuts d to at most MaxDiffBytes, at a line boundary, ending it
+// with "[manifold: diff truncated: N more bytes]" (the file type's marker;
+// a diff it already cut is left as it is).
+func BoundDiff(d string) string {
+	if len(d) <= MaxDiffBytes {
+		return d
+	}
+	const marker = "[manifold: diff truncated: %d more bytes]\n"
+	keep := d[:MaxDiffBytes-len(marker)-20]
+	if i := strings.LastIndexByte(keep, '\n'); i >= 0 {
+		keep = keep[:i+1]
+	}
+	return keep + fmt.Sprintf(marker, len(d)-len(keep))
 }
 
 // withHealthChecks runs env's health checks after out, unless out failed,

@@ -83,6 +83,9 @@ type Env struct {
 	// the type falls back to its own (document: files under the state
 	// directory).
 	State StateStore
+	// Assume is, in noop, what other resources of the run would have
+	// created before this one (see Assumed); read it with Env.Assumed.
+	Assume *Assumed
 }
 
 // CommandRunner runs a system command. Implementations must honour ctx

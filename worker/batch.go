@@ -81,9 +81,17 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 		}
 		key = kk
 		members = append(members, batchMember{item: item, res: b, env: env, log: log})
+		if w.assign != nil { // a task of an assignment's run: watch its paths after, as execute does
+			defer w.assign.executing(item)(res)
+		}
 	}
 	if len(members) < 2 {
 		return nil
+	}
+	if w.assign != nil { // tasks of an assignment's run: kept for its plan, as execute does
+		for _, m := range members {
+			w.assign.collect(m.item)
+		}
 	}
 
 	start := time.Now()
@@ -124,17 +132,22 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 	for i, m := range members {
 		batch.Check(ctxs[i], m.res, m.env)
 	}
-	txCtx, txSpan := w.tracer.Start(ctxs[0], "execute batch", trace.WithLinks(links...), trace.WithAttributes(
-		attribute.String("manifold.batch.key", key), attribute.StringSlice("manifold.batch.refs", refs)))
-	if err := batch.Apply(txCtx); err != nil {
-		txSpan.SetStatus(codes.Error, err.Error())
-		members[0].log.Warn("batch failed; each resource is applied alone", "batch", key, "resources", refs, "error", err)
+	if batch.Pending() >= 2 {
+		// Only a batch with something to apply has a transaction (a
+		// converged segment of files has none).
+		txCtx, txSpan := w.tracer.Start(ctxs[0], "execute batch", trace.WithLinks(links...), trace.WithAttributes(
+			attribute.String("manifold.batch.key", key), attribute.StringSlice("manifold.batch.refs", refs)))
+		if err := batch.Apply(txCtx); err != nil {
+			txSpan.SetStatus(codes.Error, err.Error())
+			members[0].log.Warn("batch failed; each resource is applied alone", "batch", key, "resources", refs, "error", err)
+		}
+		txSpan.End()
 	}
-	txSpan.End()
 
 	var results []batchResult
 	for i, m := range members {
 		o := taskOutcome(execCtx, batch.Finish(ctxs[i], i))
+		w.afterExecute(ctxs[i], m.item, m.env, &o, m.log) // as execute does: register_when_stable, the fleet view
 		o, released := w.settle(ctx, d, m.item, m.span, o, start, m.log)
 		results = append(results, batchResult{outcome: o, released: released})
 		if released || o.Status == bus.TaskFailed {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/safefs"
 	"github.com/manifold-run/manifold/resources/template"
 )
 
@@ -74,6 +75,12 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	final := context.WithoutCancel(ctx)
 	stopProgress := w.progress(ctx, d)
 	defer stopProgress()
+	if len(task.Segment) > 0 {
+		// The resources of a segment open each parent directory once.
+		dirs := safefs.NewDirs()
+		defer dirs.Close()
+		ctx = safefs.WithDirs(ctx, dirs)
+	}
 
 	items := make([]bus.Task, 0, 1+len(task.Segment))
 	first := task

@@ -25,6 +25,9 @@ type followOpts struct {
 	// cancelOnEnd cancels the run when ctx ends first (interrupted, timed
 	// out): the embedded engine that drives it is about to go.
 	cancelOnEnd bool
+	// view says how much text output shows and whether the exit code is
+	// detailed.
+	view viewFlags
 }
 
 // endWait bounds what followRun does after ctx ended: the cancel request
@@ -38,7 +41,7 @@ const endWait = 5 * time.Second
 // bus error, timeout, interrupted).
 func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpts) int {
 	p := &progressPrinter{w: st.Stdout, quiet: o.quiet || o.output == "json", noop: o.noop, jaegerURL: o.jaegerURL,
-		live: isTerminal(st.Stdout, st.Getenv)}
+		live: isTerminal(st.Stdout, st.Getenv), verbose: o.view.verbose, color: useColor(st.Stdout, st.Getenv, o.view.noColor)}
 	rejected := false
 	printMessage(st, o.output, o.pre)
 	var kinds []bus.EventKind
@@ -101,6 +104,8 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 			fmt.Fprintln(st.Stderr, rep.Error)
 		}
 		return ExitInvalid
+	case o.view.detailed && (rep.Status == coordinator.RunSucceeded || rep.Status == coordinator.RunFailed && rep.Counts.Failed > 0):
+		return detailedBase + detailedExit(rep)
 	case rep.Status == coordinator.RunSucceeded:
 		return ExitOK
 	case rep.Status == coordinator.RunFailed && rep.Counts.Failed > 0:

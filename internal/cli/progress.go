@@ -15,11 +15,18 @@ import (
 // progressPrinter prints a line per finished resource and a summary. On a
 // terminal (live) it also keeps a status line under them: resources done
 // of the total (child runs included), the running ones, failures.
+//
+// By default only changes, failures and skips get a line (a change with
+// its diff under it, see noteworthy); verbose prints every resource.
 type progressPrinter struct {
 	mu    sync.Mutex
 	w     io.Writer
 	quiet bool
 	noop  bool
+	// verbose prints a line for every finished resource.
+	verbose bool
+	// color paints statuses and diffs with ANSI colours.
+	color bool
 	// jaegerURL, when set, links the trace in the summary.
 	jaegerURL string
 	// live redraws the status line; only for terminals.
@@ -110,6 +117,9 @@ func (p *progressPrinter) event(ev bus.Event) {
 	}
 	switch ev.Kind {
 	case bus.EventTaskFinished:
+		if !p.verbose && !noteworthy(ev) {
+			return
+		}
 		status := ev.Status
 		if p.noop && ev.Outcome == bus.TaskChanged {
 			status = "would change"
@@ -126,16 +136,30 @@ func (p *progressPrinter) event(ev bus.Event) {
 		if ev.Worker != "" {
 			timing = fmt.Sprintf(" (%dms)", ev.DurationMS)
 		}
-		fmt.Fprintf(p.w, "%s%-12s %s: %s%s\n", prefix, status, ev.Ref, detail, timing)
+		fmt.Fprintf(p.w, "%s%s %s: %s%s\n", prefix, p.paint(statusColor(ev.Outcome), fmt.Sprintf("%-12s", status)), ev.Ref, detail, timing)
+		if ev.Diff != "" && ev.Outcome != bus.TaskStable {
+			writeDiff(p.w, ev.Diff, "    ", p.color)
+		}
 	case bus.EventRunRejected:
 		fmt.Fprintf(p.w, "%srun %s rejected:\n%s\n", prefix, ev.RunID, ev.Error)
 	}
+}
+
+// noteworthy reports whether a finished resource gets a line without
+// --verbose: it changed (or would), failed or was skipped, or a health
+// check of it was not OK, or only its health checks ran.
+func noteworthy(ev bus.Event) bool {
+	if ev.Outcome != bus.TaskStable {
+		return true
+	}
+	return strings.HasPrefix(ev.Message, "health-check-only:") || strings.Contains(ev.Message, "; health checks: ")
 }
 
 func (p *progressPrinter) summary(rep *coordinator.Report) {
 	if p.live {
 		fmt.Fprint(p.w, clearLine)
 	}
+	printRecap(p.w, rep, p.color)
 	c := rep.Counts
 	changed := "changed"
 	if rep.Noop {

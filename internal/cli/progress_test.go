@@ -38,8 +38,8 @@ func TestLiveProgress(t *testing.T) {
 	}
 	out.Reset()
 	p.summary(&coordinator.Report{RunID: "r", Status: coordinator.RunFailed})
-	if !strings.HasPrefix(out.String(), clearLine+"run r failed") {
-		t.Fatalf("summary does not erase the status line: %q", out.String())
+	if !strings.HasPrefix(out.String(), clearLine+"recap: ") || !strings.Contains(out.String(), "\nrun r failed") {
+		t.Fatalf("summary does not erase the status line before the recap and the run line: %q", out.String())
 	}
 }
 

@@ -19,14 +19,17 @@ const runAbout = `Submits a run of a manifest to the coordinators on a NATS serv
 prints its run ID. The manifest is validated here first (exit 2 when it is
 not valid), then bundled with the files it references and uploaded.
 
-  --follow          stream progress lines, then the summary
-  --wait            wait silently, then print the summary
+  --follow          stream a line per changed (with its diff) or failed
+                    resource, then the recap (--verbose: every resource)
+  --wait            wait silently, then print the recap
   --output json     wait, then print the run report
 
 Exit codes (with --follow, --wait or --output json, as for apply): 0 no
 resource failed, 1 resources failed, 2 invalid manifest or flags, 3 could
 not run (no server or coordinator, timeout, cancelled, interrupted).
-Without them: 0 once the run is accepted.`
+Without them: 0 once the run is accepted. With --detailed-exitcodes and
+--follow, --wait or --output json: 0 no changes, 2 changes, 4 failures, 6
+both, 1 invalid manifest or flags, 3 could not run.`
 
 // remoteRun is a run to submit to a server and how to wait for it.
 type remoteRun struct {
@@ -38,9 +41,11 @@ type remoteRun struct {
 	timeout        time.Duration
 	idempotencyKey string
 	jaegerURL      string
+	view           viewFlags
 }
 
-func runRun(ctx context.Context, st IO, args []string) int {
+func runRun(ctx context.Context, st IO, args []string) (code int) {
+	defer func() { code = detailedExitCode(args, code) }()
 	var (
 		conn       connFlags
 		rr         remoteRun
@@ -75,6 +80,7 @@ func runRun(ctx context.Context, st IO, args []string) int {
 	fs.DurationVar(&taskTO, "task-timeout", 0, "timeout of tasks whose resource sets none (default: the coordinator's)")
 	fs.StringVar(&otlp, "otlp-endpoint", "", "export traces to this OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
 	jaegerURLFlag(fs, st, &rr.jaegerURL)
+	rr.view.register(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return flagExit(err)
@@ -175,7 +181,7 @@ func submitRemote(ctx context.Context, st IO, conn *connFlags, rr remoteRun) int
 	if rr.follow && rr.output != "json" {
 		fmt.Fprintf(st.Stdout, "run %s submitted\n", reply.RunID)
 	}
-	fo := followOpts{noop: req.Noop, output: rr.output, quiet: !rr.follow, jaegerURL: rr.jaegerURL}
+	fo := followOpts{noop: req.Noop, output: rr.output, quiet: !rr.follow, jaegerURL: rr.jaegerURL, view: rr.view}
 	if rr.follow {
 		fo.pre = rr.tree.Plan.PreMessage
 	}

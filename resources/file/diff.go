@@ -92,21 +92,28 @@ func truncateDiff(d string) string {
 // every directory above it world-searchable); show_diff false hides every
 // diff.
 func (f *File) diff(path string, exists bool, old, new []byte, newMode fs.FileMode) string {
+	return f.diffIn(path, exists, old, new, newMode, safefs.ReachableByOthers(filepath.Dir(path)))
+}
+
+// diffIn is diff with the reachability of path's directory given
+// (reachable: every directory above it world-searchable).
+func (f *File) diffIn(path string, exists bool, old, new []byte, newMode fs.FileMode, reachable bool) string {
 	switch {
 	case f.Sensitive:
 		return fmt.Sprintf("content redacted (sensitive): %d → %d bytes", len(old), len(new))
 	case f.ShowDiff != nil && !*f.ShowDiff:
 		return fmt.Sprintf("diff hidden (show_diff: false): %d → %d bytes", len(old), len(new))
-	case f.ShowDiff == nil && !diffable(path, exists, newMode):
+	case f.ShowDiff == nil && !diffable(path, exists, newMode, reachable):
 		return fmt.Sprintf("diff hidden: %s is not readable by other users (set show_diff: true to show it): %d → %d bytes", f.Path, len(old), len(new))
 	}
 	return contentDiff(f.Path, old, new)
 }
 
 // diffable tells whether an unprivileged user could read the file at path
-// now (when it exists) and once written with newMode.
-func diffable(path string, exists bool, newMode fs.FileMode) bool {
-	if newMode&0o004 == 0 || !safefs.ReachableByOthers(filepath.Dir(path)) {
+// now (when it exists) and once written with newMode, its directory being
+// reachable or not.
+func diffable(path string, exists bool, newMode fs.FileMode, reachable bool) bool {
+	if newMode&0o004 == 0 || !reachable {
 		return false
 	}
 	return !exists || safefs.ReadableByOthers(path)

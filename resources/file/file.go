@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/manifold-run/manifold/resources"
 	"github.com/manifold-run/manifold/resources/safefs"
@@ -163,28 +164,46 @@ func (f *File) follow() bool { return f.Links == LinksFollow }
 // CheckApply reports how the path differs from the desired state and, when
 // apply is true, converges it.
 func (f *File) CheckApply(ctx context.Context, env *resources.Env, apply bool) (resources.Result, error) {
+	return f.checkApply(ctx, env, apply, nil)
+}
+
+// checkApply is CheckApply; with stage set, a content write is added to
+// it rather than done (see ApplyBatch).
+func (f *File) checkApply(ctx context.Context, env *resources.Env, apply bool, stage *safefs.Group) (resources.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return resources.Result{}, err
 	}
-	// The parent is walked from "/" first: a symlink on the way that its
-	// owner could point anywhere fails the resource, in noop too.
-	if err := checkParent(f.Path); err != nil {
+	// The parent is walked from "/" first (once per directory of a
+	// segment, see safefs.Dirs): a symlink on the way that its owner could
+	// point anywhere fails the resource, in noop too. Everything after is
+	// relative to its descriptor.
+	d, name, err := openParent(ctx, f.Path)
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && f.ensure() == EnsureAbsent {
 			return resources.Result{}, nil
 		}
 		return resources.Result{}, err
 	}
+	defer d.Close()
 	switch f.ensure() {
 	case EnsureAbsent:
-		return f.absent(apply)
+		return f.absent(d, name, apply)
 	case EnsureDirectory:
-		return f.directory(apply)
+		return f.directory(ctx, d, name, env, apply)
 	default:
-		return f.present(env, apply)
+		return f.present(ctx, d, name, env, apply, stage)
 	}
 }
 
-func (f *File) present(env *resources.Env, apply bool) (resources.Result, error) {
+// write replaces name in d with data: at once, or staged in stage.
+func write(d *safefs.Dir, name string, data []byte, mode os.FileMode, uid, gid int, stage *safefs.Group) error {
+	if stage != nil {
+		return stage.Add(d, name, data, mode, uid, gid)
+	}
+	return d.WriteFile(name, data, mode, uid, gid)
+}
+
+func (f *File) present(ctx context.Context, d *safefs.Dir, name string, env *resources.Env, apply bool, stage *safefs.Group) (resources.Result, error) {
 	want, err := f.wantMeta()
 	if err != nil {
 		return resources.Result{}, err
@@ -204,11 +223,8 @@ func (f *File) present(env *resources.Env, apply bool) (resources.Result, error)
 		}
 	}
 
-	fi, err := os.Lstat(f.Path)
+	fi, err := d.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := parentExists(f.Path); err != nil {
-			return resources.Result{}, err
-		}
 		res := resources.Result{Changed: true, Message: verb(apply, "create", "created")}
 		if manageContent {
 			res.Diff = f.diff(f.Path, false, nil, content, want.perm(0o644))
@@ -216,20 +232,23 @@ func (f *File) present(env *resources.Env, apply bool) (resources.Result, error)
 		if !apply {
 			return res, nil
 		}
-		return res, writeAtomic(f.Path, content, want.perm(0o644), want.uid, want.gid)
+		return res, write(d, name, content, want.perm(0o644), want.uid, want.gid, stage)
 	}
 	if err != nil {
 		return resources.Result{}, err
 	}
-	target := f.Path
+	target, td, tname := f.Path, d, name
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		if f.follow() {
-			if target, fi, err = resolve(f.Path); err != nil {
-				return resources.Result{}, err
-			}
-		} else {
-			return f.replaceLink(fi, content, manageContent, want, apply)
+		if !f.follow() {
+			return f.replaceLink(d, name, content, manageContent, want, apply, stage)
 		}
+		if target, fi, err = resolve(f.Path); err != nil {
+			return resources.Result{}, err
+		}
+		if td, tname, err = openParent(ctx, target); err != nil {
+			return resources.Result{}, err
+		}
+		defer td.Close()
 	}
 	if fi.IsDir() {
 		return resources.Result{}, fmt.Errorf("%s is a directory, want a file", target)
@@ -245,7 +264,7 @@ func (f *File) present(env *resources.Env, apply bool) (resources.Result, error)
 	have := metaOf(fi)
 	contentDiffers := false
 	if manageContent {
-		current, err := readNoFollow(target, fi)
+		current, err := readNoFollow(td, tname, fi)
 		if err != nil {
 			return resources.Result{}, err
 		}
@@ -271,17 +290,17 @@ func (f *File) present(env *resources.Env, apply bool) (resources.Result, error)
 		if gid < 0 {
 			gid = have.gid
 		}
-		return res, writeAtomic(target, content, want.perm(have.mode), uid, gid)
+		return res, write(td, tname, content, want.perm(have.mode), uid, gid, stage)
 	}
-	return res, want.applyTo(target, fi, have)
+	return res, want.applyIn(td, tname, fi, have)
 }
 
 // replaceLink handles a symbolic link at the managed path when links are
 // managed: with content, the link itself is replaced by the file (the atomic
 // rename swaps the directory entry; the link's target is never opened);
 // attribute-only, it is refused, as chown and chmod would change the target.
-func (f *File) replaceLink(fi fs.FileInfo, content []byte, manageContent bool, want meta, apply bool) (resources.Result, error) {
-	dest, _ := os.Readlink(f.Path)
+func (f *File) replaceLink(d *safefs.Dir, name string, content []byte, manageContent bool, want meta, apply bool, stage *safefs.Group) (resources.Result, error) {
+	dest, _ := d.Readlink(name)
 	if !manageContent {
 		return resources.Result{}, fmt.Errorf("%s is a symlink to %s: %w", f.Path, dest, ErrSymlink)
 	}
@@ -293,47 +312,48 @@ func (f *File) replaceLink(fi fs.FileInfo, content []byte, manageContent bool, w
 	if !apply {
 		return res, nil
 	}
-	return res, writeAtomic(f.Path, content, want.perm(0o644), want.uid, want.gid)
+	return res, write(d, name, content, want.perm(0o644), want.uid, want.gid, stage)
 }
 
-func (f *File) directory(apply bool) (resources.Result, error) {
+func (f *File) directory(ctx context.Context, d *safefs.Dir, name string, env *resources.Env, apply bool) (resources.Result, error) {
 	want, err := f.wantMeta()
 	if err != nil {
 		return resources.Result{}, err
 	}
-	path := f.Path
-	fi, err := os.Lstat(path)
+	path, td, tname := f.Path, d, name
+	fi, err := d.Lstat(name)
 	if err == nil && fi.Mode()&fs.ModeSymlink != 0 && f.follow() {
 		path, fi, err = resolve(f.Path)
 		if err != nil {
 			return resources.Result{}, err
 		}
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := parentExists(f.Path); err != nil {
+		if td, tname, err = openParent(ctx, path); err != nil {
 			return resources.Result{}, err
 		}
+		defer td.Close()
+	}
+	if errors.Is(err, fs.ErrNotExist) {
 		res := resources.Result{Changed: true, Message: verb(apply, "create directory", "created directory")}
 		if !apply {
 			return res, nil
 		}
-		if err := mkdir(f.Path, 0o700); err != nil {
+		if err := d.Mkdir(name, 0o700); err != nil {
 			return resources.Result{}, err
 		}
 		// Mkdir's mode passes through the umask; set it (and ownership)
 		// explicitly, as for any existing directory.
-		fi, err := os.Lstat(f.Path)
+		fi, err := d.Lstat(name)
 		if err != nil {
 			return resources.Result{}, err
 		}
 		want.mode, want.modeSet = want.perm(0o755), true
-		return res, want.applyTo(f.Path, fi, metaOf(fi))
+		return res, want.applyIn(d, name, fi, metaOf(fi))
 	}
 	if err != nil {
 		return resources.Result{}, err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		dest, _ := os.Readlink(f.Path)
+		dest, _ := d.Readlink(name)
 		return resources.Result{}, fmt.Errorf("%s exists and is not a directory (symlink to %s): %w", f.Path, dest, ErrSymlink)
 	}
 	if !fi.IsDir() {
@@ -348,11 +368,11 @@ func (f *File) directory(apply bool) (resources.Result, error) {
 	if !apply {
 		return res, nil
 	}
-	return res, want.applyTo(path, fi, have)
+	return res, want.applyIn(td, tname, fi, have)
 }
 
-func (f *File) absent(apply bool) (resources.Result, error) {
-	fi, err := os.Lstat(f.Path)
+func (f *File) absent(d *safefs.Dir, name string, apply bool) (resources.Result, error) {
+	fi, err := d.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return resources.Result{}, nil
 	}
@@ -376,11 +396,6 @@ func (f *File) absent(apply bool) (resources.Result, error) {
 	if !apply {
 		return res, nil
 	}
-	d, name, err := safefs.OpenParent(f.Path)
-	if err != nil {
-		return resources.Result{}, err
-	}
-	defer d.Close()
 	if fi.IsDir() && f.Force {
 		// RemoveAll never follows symbolic links inside the tree.
 		return res, d.RemoveAll(name)
@@ -401,43 +416,22 @@ func resolve(path string) (string, fs.FileInfo, error) {
 	return target, fi, err
 }
 
-// checkParent opens path's parent directory as writes will (safefs): a
-// missing one is an error wrapping fs.ErrNotExist, and so is an untrusted
-// symbolic link on the way (*safefs.LinkError).
-func checkParent(path string) error {
-	d, _, err := safefs.OpenParent(path)
+// openParent opens path's parent directory by descriptor (safefs, through
+// the segment's cache when ctx carries one): a missing one is an error
+// wrapping fs.ErrNotExist, and so is an untrusted symbolic link on the way
+// (*safefs.LinkError). The caller closes it.
+func openParent(ctx context.Context, path string) (*safefs.Dir, string, error) {
+	d, name, err := safefs.OpenParentContext(ctx, path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("parent directory %s does not exist: %w", filepath.Dir(path), err)
+		return nil, "", fmt.Errorf("parent directory %s does not exist: %w", filepath.Dir(path), err)
+	}
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, "", fmt.Errorf("parent %s is not a directory: %w", filepath.Dir(path), err)
 	}
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	return d.Close()
-}
-
-// mkdir creates the directory path, its parent opened as writes open it.
-func mkdir(path string, perm os.FileMode) error {
-	d, name, err := safefs.OpenParent(path)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Mkdir(name, perm)
-}
-
-func parentExists(path string) error {
-	parent := filepath.Dir(path)
-	fi, err := os.Stat(parent)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("parent directory %s does not exist", parent)
-	}
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("parent %s is not a directory", parent)
-	}
-	return nil
+	return d, name, nil
 }
 
 func typeName(fi fs.FileInfo) string {

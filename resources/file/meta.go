@@ -74,13 +74,23 @@ func (m meta) differences(have meta) []string {
 	return out
 }
 
-// applyTo changes the ownership, then the mode (chown may clear the setuid
-// and setgid bits), of the file or directory checked as checked, where they
-// differ from have. It works on a descriptor opened without following a
-// final symbolic link and refuses a path whose inode is no longer the one
-// checked (ErrChanged), so a link planted between check and apply is never
-// followed.
+// applyTo is applyIn on path, its parent opened as writes open it.
 func (m meta) applyTo(path string, checked fs.FileInfo, have meta) error {
+	d, name, err := safefs.OpenParent(path)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return m.applyIn(d, name, checked, have)
+}
+
+// applyIn changes the ownership, then the mode (chown may clear the setuid
+// and setgid bits), of the file or directory name in d checked as checked,
+// where they differ from have. It works on a descriptor opened without
+// following a final symbolic link and refuses a path whose inode is no
+// longer the one checked (ErrChanged), so a link planted between check and
+// apply is never followed.
+func (m meta) applyIn(d *safefs.Dir, name string, checked fs.FileInfo, have meta) error {
 	uid, gid := -1, -1
 	if m.uid >= 0 && m.uid != have.uid {
 		uid = m.uid
@@ -92,7 +102,7 @@ func (m meta) applyTo(path string, checked fs.FileInfo, have meta) error {
 	if uid < 0 && gid < 0 && !chmod {
 		return nil
 	}
-	h, err := openNoFollow(path, checked)
+	h, err := openIn(d, name, checked)
 	if err != nil {
 		return err
 	}
@@ -106,14 +116,6 @@ func (m meta) applyTo(path string, checked fs.FileInfo, have meta) error {
 		return h.chmod(m.mode)
 	}
 	return nil
-}
-
-// writeAtomic replaces path with data through safefs.WriteFile: a
-// temporary file beside it (O_EXCL, flocked until renamed), given mode and
-// ownership (uid, gid -1: the worker's) by descriptor, fsynced and renamed
-// over path, the parent opened without following untrusted links.
-func writeAtomic(path string, data []byte, mode os.FileMode, uid, gid int) error {
-	return safefs.WriteFile(path, data, mode, uid, gid)
 }
 
 // unixToFileMode turns unix mode bits (0o4755) into an os.FileMode, whose

@@ -24,18 +24,14 @@ type handle struct {
 	byPath bool
 }
 
-// openNoFollow opens path without following a final symbolic link, nor an
-// untrusted one on the way (see package safefs), and checks it is still
-// the inode checked (same device and inode number).
-func openNoFollow(path string, checked fs.FileInfo) (*handle, error) {
-	d, name, err := safefs.OpenParent(path)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
+// openIn opens name in d without following it when it is a symbolic
+// link, and checks it is still the inode checked (same device and inode
+// number). d was opened without following an untrusted link on the way
+// (see package safefs).
+func openIn(d *safefs.Dir, name string, checked fs.FileInfo) (*handle, error) {
 	f, byPath, err := d.Open(name, syscall.O_RDONLY, checked)
 	if errors.Is(err, safefs.ErrSymlink) {
-		return nil, fmt.Errorf("%s: %w (a symlink appeared)", path, ErrChanged)
+		return nil, fmt.Errorf("%s: %w (a symlink appeared)", filepath.Join(d.Path(), name), ErrChanged)
 	}
 	if err != nil {
 		return nil, err
@@ -64,19 +60,42 @@ func (h *handle) chmod(mode os.FileMode) error {
 	return h.f.Chmod(mode)
 }
 
-// readNoFollow reads the regular file at path, checked as checked, without
-// following a final symbolic link. It reads at most MaxContentBytes+1 bytes,
-// enough to tell the content differs from any content manifold writes.
-func readNoFollow(path string, checked fs.FileInfo) ([]byte, error) {
-	h, err := openNoFollow(path, checked)
+// readNoFollow reads the regular file name in d, checked as checked,
+// without following a final symbolic link. It reads at most
+// MaxContentBytes+1 bytes, enough to tell the content differs from any
+// content manifold writes.
+func readNoFollow(d *safefs.Dir, name string, checked fs.FileInfo) ([]byte, error) {
+	h, err := openIn(d, name, checked)
 	if err != nil {
 		return nil, err
 	}
 	defer h.Close()
 	if h.byPath {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fs.ErrPermission}
+		return nil, &fs.PathError{Op: "read", Path: filepath.Join(d.Path(), name), Err: fs.ErrPermission}
 	}
-	return io.ReadAll(io.LimitReader(h.f, MaxContentBytes+1))
+	return readAll(h.f, checked.Size())
+}
+
+// readAll reads f up to MaxContentBytes+1 bytes into a buffer sized by
+// size (the file's size when checked): one allocation for a file that
+// did not change since.
+func readAll(f *os.File, size int64) ([]byte, error) {
+	const limit = MaxContentBytes + 1
+	buf := make([]byte, 0, min(max(size, 0)+1, limit))
+	for len(buf) < limit {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		m, err := f.Read(buf[len(buf):min(cap(buf), limit)])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF || (err == nil && m == 0) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 // readSource reads src, relative to workDir (the process's working
