@@ -2,14 +2,20 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/manifold-run/manifold/converge"
+	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/builtin"
 )
 
 // Benchmarks of `apply --watch` (run them apart: go test -run '^$' -bench
@@ -157,4 +163,81 @@ func procRSSKiB(b *testing.B, pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// BenchmarkWatchIntervalPass is the interval pass of `apply --watch` over
+// a cached plan of 20,000 converged files (converge.CheckPass over the
+// file resources built once, as the watch builds them): CPU time per
+// file, beside the floor loop (open, fstat, read, compare, close) that
+// any check of a file's content costs. In process: the pass has no bus
+// and no compile on its path, so nothing outside it is measured.
+func BenchmarkWatchIntervalPass(b *testing.B) {
+	const n = 20000
+	dir := b.TempDir()
+	want := []byte("managed\n")
+	paths := make([]string, n)
+	checks := make([]converge.LocalCheck, n)
+	reg := builtin.Registry()
+	env := &resources.Env{WorkDir: dir, Root: dir, Runner: resources.OSRunner{}}
+	for i := range paths {
+		d := filepath.Join(dir, fmt.Sprintf("d%03d", i%200))
+		if i < 200 {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+		paths[i] = filepath.Join(d, fmt.Sprintf("f%05d", i))
+		if err := os.WriteFile(paths[i], want, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		res, err := reg.New(resources.Spec{Type: "file", Name: paths[i], Properties: map[string]any{"content": string(want), "mode": "0644"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		checks[i] = converge.LocalCheck{Key: "file#" + paths[i], Res: res, Env: env}
+	}
+	ctx := context.Background()
+	if p := converge.CheckPass(ctx, checks); len(p.Drifted) != 0 {
+		b.Fatalf("%d drifted before the benchmark: %v", len(p.Drifted), p.Why[p.Drifted[0]])
+	}
+	var passCPU, floorCPU time.Duration
+	buf := make([]byte, 4096)
+	b.ResetTimer()
+	for range b.N {
+		c0 := selfCPU(b)
+		if p := converge.CheckPass(ctx, checks); len(p.Drifted) != 0 {
+			b.Fatalf("%d drifted", len(p.Drifted))
+		}
+		c1 := selfCPU(b)
+		for _, path := range paths {
+			f, err := os.Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := f.Stat(); err != nil {
+				b.Fatal(err)
+			}
+			k, _ := f.Read(buf)
+			if !bytes.Equal(buf[:k], want) {
+				b.Fatalf("%s differs", path)
+			}
+			f.Close()
+		}
+		passCPU += c1 - c0
+		floorCPU += selfCPU(b) - c1
+	}
+	b.StopTimer()
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(b.N*n) }
+	b.ReportMetric(per(passCPU), "cpu-µs/file")
+	b.ReportMetric(per(floorCPU), "floor-cpu-µs/file")
+	b.ReportMetric(float64(passCPU.Milliseconds())/float64(b.N), "cpu-ms/pass")
+}
+
+// selfCPU is this process's user and system CPU time.
+func selfCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
