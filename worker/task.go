@@ -89,7 +89,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	for _, it := range task.Segment {
 		t := first
 		t.Task, t.Attempt, t.Resource, t.Refresh, t.TimeoutMS = it.Task, it.Attempt, it.Resource, it.Refresh, it.TimeoutMS
-		t.Token, t.Subscribers = it.Token, it.Subscribers
+		t.Token, t.Subscribers, t.Assume = it.Token, it.Subscribers, it.Assume
 		items = append(items, t)
 	}
 	for k := range items {
@@ -420,7 +420,8 @@ func (w *Worker) prepare(task bus.Task, workDir string, log *slog.Logger) (resou
 		}
 	}
 	env := &resources.Env{Refresh: task.Refresh, Noop: task.Noop, WorkDir: workDir, Root: root, Runner: tracingRunner{w.cfg.Runner}, Logger: log,
-		HealthChecks: checks, HealthCheckOnly: task.HealthCheckOnly, Data: task.Data, Facts: scope.Facts, Environ: scope.Environ}
+		HealthChecks: checks, HealthCheckOnly: task.HealthCheckOnly, Data: task.Data, Facts: scope.Facts, Environ: scope.Environ,
+		Assume: assumed(task)}
 	return res, env, nil
 }
 

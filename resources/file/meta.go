@@ -6,6 +6,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/manifold-run/manifold/resources"
 	"github.com/manifold-run/manifold/resources/ids"
 	"github.com/manifold-run/manifold/resources/safefs"
 )
@@ -19,11 +20,18 @@ type meta struct {
 	mode     os.FileMode
 	modeSet  bool
 	uid, gid int
+	// assumedOwner and assumedGroup name, in noop, an owner or group the
+	// host does not have yet and the run would create (uid, gid -1).
+	assumedOwner, assumedGroup string
 }
 
 // wantMeta resolves the desired mode, owner and group (names through the
 // system's user and group databases).
-func (f *File) wantMeta() (meta, error) {
+func (f *File) wantMeta() (meta, error) { return f.wantMetaIn(nil) }
+
+// wantMetaIn is wantMeta in env: in noop, an owner or group the host does
+// not have but the run would create (env.Assumed) is not an error.
+func (f *File) wantMetaIn(env *resources.Env) (meta, error) {
 	m := meta{uid: -1, gid: -1}
 	var err error
 	if m.mode, m.modeSet, err = parseMode(f.Mode); err != nil {
@@ -31,12 +39,18 @@ func (f *File) wantMeta() (meta, error) {
 	}
 	if f.Owner != "" {
 		if m.uid, err = ids.UID(string(f.Owner)); err != nil {
-			return meta{}, err
+			if !env.Assumed().User(string(f.Owner)) {
+				return meta{}, err
+			}
+			m.uid, m.assumedOwner = -1, string(f.Owner)
 		}
 	}
 	if f.Group != "" {
 		if m.gid, err = ids.GID(string(f.Group)); err != nil {
-			return meta{}, err
+			if !env.Assumed().Group(string(f.Group)) {
+				return meta{}, err
+			}
+			m.gid, m.assumedGroup = -1, string(f.Group)
 		}
 	}
 	return m, nil
@@ -70,6 +84,12 @@ func (m meta) differences(have meta) []string {
 	}
 	if m.gid >= 0 && m.gid != have.gid {
 		out = append(out, fmt.Sprintf("set group %d → %d", have.gid, m.gid))
+	}
+	if m.assumedOwner != "" {
+		out = append(out, fmt.Sprintf("set owner %d → %s (a user this run creates)", have.uid, m.assumedOwner))
+	}
+	if m.assumedGroup != "" {
+		out = append(out, fmt.Sprintf("set group %d → %s (a group this run creates)", have.gid, m.assumedGroup))
 	}
 	return out
 }
