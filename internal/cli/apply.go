@@ -63,7 +63,6 @@ type applyOpts struct {
 	jaegerURL             string
 	watch                 watchOpts
 	view                  viewFlags
-	view                  viewFlags
 }
 
 func runApply(ctx context.Context, st IO, args []string) (code int) {
@@ -87,7 +86,6 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	fs.DurationVar(&o.watch.interval, "interval", 30*time.Minute, "with --watch: full check period (less up to 10% jitter)")
 	fs.DurationVar(&o.watch.healthInterval, "health-interval", 0, "with --watch: run the health checks this often and remediate on CRITICAL (0: never)")
 	fs.DurationVar(&o.watch.servicePoll, "service-poll", 5*time.Second, "with --watch: how often the systemd units of service resources are polled for drift (one 'systemctl show' for all of them; at least 1s)")
-	o.view.register(fs)
 	o.view.register(fs)
 	var conn connFlags // --server or --context: submit to a server, as `run --follow`
 	conn.register(fs)
@@ -182,7 +180,7 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	}()
 
 	if conn.explicit() {
-		return submitRemote(ctx, st, &conn, remoteRun{path: path, tree: tree, follow: true, output: o.output.value, timeout: o.timeout, jaegerURL: o.jaegerURL, view: o.view, view: o.view,
+		return submitRemote(ctx, st, &conn, remoteRun{path: path, tree: tree, follow: true, output: o.output.value, timeout: o.timeout, jaegerURL: o.jaegerURL, view: o.view,
 			req: bus.RunRequest{Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth, MaxTreeRuns: explicitInt(fs, "max-tree-runs", o.maxTreeRuns)}})
 	}
 	defer exitOnSecondSignal(st, "apply")()
