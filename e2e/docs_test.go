@@ -411,8 +411,8 @@ func flagValue(line, flag string) string {
 // own process, and waits until every server listens and every coordinator
 // and worker says it started (their "coordinator started" and "worker
 // started" log lines, at the default log level). Lines after the first
-// server have MANIFOLD_SERVER set to it, as a user's commands reach the
-// default server. It returns the processes, the other lines in order, and
+// server have MANIFOLD_SERVER and NATS_URL set to it, as a user's commands
+// reach the default server. It returns the processes, the other lines in order, and
 // the first server's URL.
 func (e docsEnv) startTerminals(t *testing.T, ctx context.Context, lines []string) ([]*docProc, []string, string, error) {
 	t.Helper()
@@ -441,7 +441,7 @@ func (e docsEnv) startTerminals(t *testing.T, ctx context.Context, lines []strin
 		}
 		if serverURL == "" {
 			serverURL = "nats://" + cmpOr(flagValue(line, "--listen"), "127.0.0.1:4222")
-			e.env = append(slices.Clone(e.env), "MANIFOLD_SERVER="+serverURL)
+			e.env = append(slices.Clone(e.env), "MANIFOLD_SERVER="+serverURL, "NATS_URL="+serverURL)
 		}
 	}
 	for i, p := range procs {
@@ -513,7 +513,7 @@ func runDocBlock(t *testing.T, b docBlock, e docsEnv, fail func(format string, a
 		}
 		script = strings.Join(rest, "\n") + "\n"
 		if url != "" {
-			e.env = append(slices.Clone(e.env), "MANIFOLD_SERVER="+url)
+			e.env = append(slices.Clone(e.env), "MANIFOLD_SERVER="+url, "NATS_URL="+url)
 		}
 	case "server":
 		port := freePort(t)
@@ -527,7 +527,10 @@ func runDocBlock(t *testing.T, b docBlock, e docsEnv, fail func(format string, a
 			fail("%s: starting the quick start's processes: %v", b, err)
 			return
 		}
-		e.env = append(slices.Clone(e.env), "MANIFOLD_SERVER=nats://127.0.0.1:"+port)
+		// The server stands at the address commands default to: a nats
+		// command without --context reaches it as it would on 4222, and
+		// is refused (Authorization Violation).
+		e.env = append(slices.Clone(e.env), "MANIFOLD_SERVER=nats://127.0.0.1:"+port, "NATS_URL=nats://127.0.0.1:"+port)
 	}
 	start := time.Now()
 	out, err := e.bash(ctx, script).CombinedOutput()
@@ -705,5 +708,40 @@ func TestDocsLinks(t *testing.T) {
 				t.Errorf("%s: link to %s: no heading with anchor #%s in %s", f, target, anchor, file)
 			}
 		}
+	}
+}
+
+// TestDocsCommands checks that every command `manifold --help` lists is
+// shown, as "manifold COMMAND", in the README or a page of docs/.
+func TestDocsCommands(t *testing.T) {
+	t.Parallel()
+	r := run(t, "--help")
+	wantCode(t, r, 0)
+	_, list, ok := strings.Cut(r.stdout+r.stderr, "Commands:\n")
+	if !ok {
+		t.Fatalf("no Commands: section in manifold --help:\n%s", r)
+	}
+	list, _, _ = strings.Cut(list, "\n\n")
+	var all strings.Builder
+	for _, f := range docFiles(t) {
+		text, err := os.ReadFile(filepath.Join(moduleRoot, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(text)
+	}
+	n := 0
+	for _, line := range strings.Split(list, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		n++
+		if !regexp.MustCompile(`manifold ` + regexp.QuoteMeta(f[0]) + `\b`).MatchString(all.String()) {
+			t.Errorf("manifold %s (in manifold --help) is shown nowhere in README.md or docs/", f[0])
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found only %d commands in manifold --help:\n%s", n, list)
 	}
 }
