@@ -513,6 +513,18 @@ func (r *assignRunner) online(ctx context.Context, kind converge.TriggerKind, t 
 	))
 	defer span.End()
 	started := time.Now()
+	full := len(t.Keys) == 0 && !t.HealthOnly
+	// The coordinator compiles the run with the facts this worker
+	// published: publish refreshed facts first, and stamp the plan cached
+	// from a full run with the digest of the facts published before it
+	// was asked for (facts published later make it stale: plan.go).
+	facts := s.w.factsPublished()
+	if full && facts != factsDigest(s.w.facts()) {
+		if err := s.w.register(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("refreshed facts not published before the run: the run compiles with the previous ones", "assignment", a.Name, "error", err)
+		}
+		facts = s.w.factsPublished()
+	}
 	poll := cmp.Or(s.w.cfg.ConvergePoll, DefaultConvergePoll)
 	req := bus.ConvergeRequest{V: bus.Version, Assignment: a.Name, Version: a.Version, Trigger: string(kind),
 		Only: t.Keys, Why: t.Why, HealthCheckOnly: t.HealthOnly, WaitMS: max(poll.Milliseconds(), 1)}
@@ -557,9 +569,8 @@ func (r *assignRunner) online(ctx context.Context, kind converge.TriggerKind, t 
 		}
 		r.l.repaired(rep.Stable, started) // drift hinted but already gone
 	}
-	full := len(t.Keys) == 0 && !t.HealthOnly
 	if full {
-		if why := s.commit(ctx, r.l, rep.RunID, rep.Total); why != "" {
+		if why := s.commit(ctx, r.l, rep.RunID, rep.Total, facts); why != "" {
 			s.log.Info("plan not cached: interval checks run as full runs, and the assignment is not converged while the bus is out of reach",
 				"assignment", a.Name, "run_id", rep.RunID, "why", why)
 		}

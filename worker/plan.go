@@ -127,9 +127,10 @@ func (s *assigner) collect(task bus.Task) {
 }
 
 // commit makes the tasks gathered for runID the loop's plan when they are
-// all of the run's total resources, and stores it. It returns why not
+// all of the run's total resources, and stores it, valid for facts (the
+// digest of the facts the run was compiled with). It returns why not
 // otherwise ("" when cached).
-func (s *assigner) commit(ctx context.Context, l *assignLoop, runID string, total int) string {
+func (s *assigner) commit(ctx context.Context, l *assignLoop, runID string, total int, facts string) string {
 	l.mu.Lock()
 	c := l.collecting[runID]
 	delete(l.collecting, runID)
@@ -147,8 +148,12 @@ func (s *assigner) commit(ctx context.Context, l *assignLoop, runID string, tota
 		list = append(list, t)
 	}
 	slices.SortFunc(list, func(a, b collected) int { return a.seq - b.seq })
-	p := &plan{Assignment: l.a.Name, Version: l.a.Version, Facts: factsDigest(s.w.facts()), RunID: runID,
-		Manifest: list[0].task.Manifest, Noop: l.a.Noop, At: time.Now().UTC(), Tasks: make([]bus.Task, len(list))}
+	if facts == "" {
+		return "the worker's facts were not published before the run"
+	}
+	// At to the second: a plan's size depends on its tasks only.
+	p := &plan{Assignment: l.a.Name, Version: l.a.Version, Facts: facts, RunID: runID,
+		Manifest: list[0].task.Manifest, Noop: l.a.Noop, At: time.Now().UTC().Truncate(time.Second), Tasks: make([]bus.Task, len(list))}
 	for i, t := range list {
 		p.Tasks[i] = t.task
 	}

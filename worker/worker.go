@@ -149,10 +149,18 @@ type Worker struct {
 	cfg Config
 	// currentFacts holds the facts of the last refresh (nil: cfg.Facts).
 	currentFacts atomic.Pointer[map[string]any]
-	bus          *bus.Bus
-	log          *slog.Logger
-	tracer       trace.Tracer
-	slots        chan struct{}
+	// publishedFacts is the digest of the facts the last registration
+	// published: the facts a coordinator compiles this worker's runs
+	// with (a cached plan is stamped with it: plan.go).
+	publishedFacts atomic.Pointer[string]
+	// regMu orders registrations, so publishedFacts is the digest of the
+	// entry written last.
+	regMu sync.Mutex
+
+	bus    *bus.Bus
+	log    *slog.Logger
+	tracer trace.Tracer
+	slots  chan struct{}
 
 	metrics *metrics
 	// debts are the refreshes this host owes.
@@ -377,6 +385,10 @@ type Registration struct {
 }
 
 func (w *Worker) register(ctx context.Context) error {
+	// One at a time: the entry written last holds the newest state, and
+	// publishedFacts its facts.
+	w.regMu.Lock()
+	defer w.regMu.Unlock()
 	w.runMu.Lock()
 	running := make([]string, 0, len(w.running))
 	for id, ref := range w.running {
@@ -394,7 +406,18 @@ func (w *Worker) register(ctx context.Context) error {
 	if _, err := w.bus.Workers().Put(ctx, w.cfg.Name, data); err != nil {
 		return fmt.Errorf("worker: register: %w", err)
 	}
+	digest := factsDigest(reg.Facts)
+	w.publishedFacts.Store(&digest)
 	return nil
+}
+
+// factsPublished returns the digest of the facts the worker's entry
+// holds ("" before its first registration).
+func (w *Worker) factsPublished() string {
+	if d := w.publishedFacts.Load(); d != nil {
+		return *d
+	}
+	return ""
 }
 
 var startTime = time.Now().UTC()
