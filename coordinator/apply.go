@@ -118,6 +118,10 @@ func (r *run) startChild(ctx, spanCtx context.Context, i int) {
 		Pool: rec.Request.Pool, MaxDepth: maxDepth, MaxTreeRuns: treeRuns, TaskTimeoutMS: rec.Request.TaskTimeoutMS,
 		PinWorker: rec.Request.PinWorker,
 	}
+	if req.PinWorker != "" {
+		// Compiled for the same host: with its facts (docs/fleet.md).
+		req.Facts = rec.Request.Facts
+	}
 	r.c.metrics.depth.Record(ctx, int64(child.Depth))
 	// A large session (a parent of many resources) is stored apart, once:
 	// the child's header, written at every lease renewal, stays small.
