@@ -54,6 +54,7 @@ func commands() []command {
 		{"runs", "list the newest runs", runRuns},
 		{"cancel", "cancel a run", runCancel},
 		{"workers", "list the live workers", runWorkers},
+		{"fleet", "list the hosts: pools, facts, convergence state, drifts, last run; filterable", runFleet},
 		{"assign", "store desired state the workers of a pool keep converged", runAssign},
 		{"assignments", "list the assignments with their versions", runAssignments},
 		{"unassign", "stop keeping an assignment converged (nothing is undone)", runUnassign},
