@@ -28,6 +28,14 @@ import (
 const (
 	// docsBlockTimeout bounds one block, background processes included.
 	docsBlockTimeout = 60 * time.Second
+	// docsUnmarkedTimeout bounds an unmarked block of docsPagesOfOthers,
+	// whose failure is only logged (a block that starts a server with &
+	// would hold the test for the whole docsBlockTimeout).
+	docsUnmarkedTimeout = 15 * time.Second
+	// docsCompileTimeout bounds a block that compiles (go run, go install,
+	// go build): linking the binary takes seconds on an idle machine and
+	// a minute on a loaded one.
+	docsCompileTimeout = 3 * time.Minute
 	// docsReadyTimeout bounds the wait for a server, a coordinator and
 	// workers to be ready.
 	docsReadyTimeout = 30 * time.Second
@@ -191,6 +199,8 @@ var (
 	docStoreRE = regexp.MustCompile(`--store-dir /tmp/`)
 	// docNATSRE finds a call of the nats CLI.
 	docNATSRE = regexp.MustCompile(`(?m)(^|[;&|(]\s*|\$\(|\s)nats\s+(-|[a-z])`)
+	// docGoBuildRE finds a command that compiles.
+	docGoBuildRE = regexp.MustCompile(`(?m)(^|[;&|]\s*)go (run|install|build)\b`)
 	// docGoTestRE finds a call of go test.
 	docGoTestRE = regexp.MustCompile(`(?m)(^|[;&|]\s*)go test\b`)
 	// docLongRE finds the commands that run until signalled.
@@ -498,8 +508,8 @@ func stopAll(ctx context.Context, procs []*docProc) error {
 // runDocBlock runs one shell block as docs/README.md says. fail reports
 // a failure: t.Errorf, or t.Logf for a page whose owner has not marked its
 // blocks yet (docsPagesOfOthers).
-func runDocBlock(t *testing.T, b docBlock, e docsEnv, fail func(format string, args ...any)) {
-	ctx, cancel := context.WithTimeout(t.Context(), docsBlockTimeout)
+func runDocBlock(t *testing.T, b docBlock, e docsEnv, timeout time.Duration, fail func(format string, args ...any)) {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	script := rewriteDocPorts(t, docCommands(b.body), e.root)
 	var procs []*docProc
@@ -621,14 +631,18 @@ func TestDocs(t *testing.T) {
 				validateDocManifest(t, b, e)
 				return
 			}
-			fail := t.Errorf
+			fail, timeout := t.Errorf, docsBlockTimeout
+			if docGoBuildRE.MatchString(docCommands(b.body)) {
+				timeout = docsCompileTimeout
+			}
 			if b.mode == "" && docsPagesOfOthers[b.file] {
+				timeout = docsUnmarkedTimeout
 				fail = func(format string, args ...any) {
 					t.Logf("NOT MARKED YET (%s is its owner's; a failure is logged, not an error, until the page marks its blocks): "+format,
 						append([]any{b.file}, args...)...)
 				}
 			}
-			runDocBlock(t, b, e, fail)
+			runDocBlock(t, b, e, timeout, fail)
 		})
 	}
 	n := 0
