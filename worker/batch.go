@@ -18,6 +18,7 @@ import (
 type batchResult struct {
 	outcome  bus.Outcome
 	released bool
+	log      *slog.Logger // the member's logger (itemLog)
 }
 
 // batchMember is one resource of a batch being executed.
@@ -149,7 +150,7 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 		o := taskOutcome(execCtx, batch.Finish(ctxs[i], i))
 		w.afterExecute(ctxs[i], m.item, m.env, &o, m.log) // as execute does: register_when_stable, the fleet view
 		o, released := w.settle(ctx, d, m.item, m.span, o, start, m.log)
-		results = append(results, batchResult{outcome: o, released: released})
+		results = append(results, batchResult{outcome: o, released: released, log: m.log})
 		if released || o.Status == bus.TaskFailed {
 			// The rest are not executed in this batch: the segment goes on
 			// with them (in a batch of their own), or ends and the

@@ -119,17 +119,19 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 				item.Deadline = dl
 			}
 		}
-		ilog := w.itemLog(item, d)
 		if len(ahead) == 0 {
 			ahead = w.executeBatch(ctx, d, task, items, k)
 		}
 		var (
 			o        bus.Outcome
 			released bool
+			ilog     *slog.Logger
 		)
 		if len(ahead) > 0 {
-			o, released, ahead = ahead[0].outcome, ahead[0].released, ahead[1:]
+			// The batch built the member's logger already.
+			o, released, ilog, ahead = ahead[0].outcome, ahead[0].released, ahead[0].log, ahead[1:]
 		} else {
+			ilog = w.itemLog(item, d)
 			o, released = w.handleOne(ctx, traceCtx, d, item, ilog)
 		}
 		if released {

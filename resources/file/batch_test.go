@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -163,5 +164,36 @@ func TestApplyBatchFailureFallsBack(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 2 {
 		t.Fatalf("left behind: %v", entries)
+	}
+}
+
+// TestDecodeDirect: properties of their plain types decode as through
+// JSON; anything else (an unknown property, a number, null) falls back to
+// resources.DecodeProperties and its errors.
+func TestDecodeDirect(t *testing.T) {
+	t.Parallel()
+	for _, props := range []map[string]any{
+		nil,
+		{},
+		{"content": "x\n", "mode": "0644", "owner": "nobody", "group": "nogroup"},
+		{"content": "", "show_diff": false, "sensitive": true, "links": "manage"},
+		{"source": "files/a", "force": false, "show_diff": true},
+		{"owner": 65534, "group": uint64(65534)},             // numbers: JSON path
+		{"content": nil},                                     // null: JSON path
+		{"mdoe": "0644"},                                     // unknown: JSON's error
+		{"content": 3},                                       // wrong type: JSON's error
+		{"owner": -1},                                        // negative id: JSON's error
+		{"content": "x", "sensitive": "yes", "mode": "0600"}, // wrong type after good ones
+	} {
+		var viaJSON Properties
+		jsonErr := resources.DecodeProperties(props, &viaJSON)
+		got, err := New(resources.Spec{Type: Type, Name: "/x", Properties: props})
+		if (err == nil) != (jsonErr == nil) || (err != nil && !strings.Contains(err.Error(), jsonErr.Error())) {
+			t.Errorf("%v: error %v, JSON's %v", props, err, jsonErr)
+			continue
+		}
+		if err == nil && !reflect.DeepEqual(got.(*File).Properties, viaJSON) {
+			t.Errorf("%v: %+v, JSON's %+v", props, got.(*File).Properties, viaJSON)
+		}
 	}
 }

@@ -112,10 +112,66 @@ var _ resources.Resource = (*File)(nil)
 // New is the file type's resources.Factory: it decodes spec's properties.
 func New(spec resources.Spec) (resources.Resource, error) {
 	f := &File{Path: spec.Name, Ensure: Ensure(spec.Ensure)}
+	if decodeDirect(spec.Properties, &f.Properties) {
+		return f, nil
+	}
+	f.Properties = Properties{}
 	if err := resources.DecodeProperties(spec.Properties, &f.Properties); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// decodeDirect decodes props into p without the JSON round trip of
+// resources.DecodeProperties (a worker builds every resource of a run),
+// when every property is known and of its plain Go type (strings, bools;
+// owner and group as strings). It reports false otherwise, and
+// DecodeProperties, which gives the precise error or converts numbers,
+// decodes them instead.
+func decodeDirect(props map[string]any, p *Properties) bool {
+	for k, v := range props {
+		switch k {
+		case "content":
+			s, ok := v.(string)
+			if !ok {
+				return false
+			}
+			p.Content = &s
+		case "source", "mode", "owner", "group", "links":
+			s, ok := v.(string)
+			if !ok {
+				return false
+			}
+			switch k {
+			case "source":
+				p.Source = s
+			case "mode":
+				p.Mode = s
+			case "owner":
+				p.Owner = ID(s)
+			case "group":
+				p.Group = ID(s)
+			default:
+				p.Links = Links(s)
+			}
+		case "force", "sensitive", "show_diff":
+			b, ok := v.(bool)
+			if !ok {
+				return false
+			}
+			switch k {
+			case "force":
+				p.Force = b
+			case "sensitive":
+				p.Sensitive = b
+			default:
+				p.ShowDiff = &b
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Validate checks the properties without touching the system.

@@ -61,41 +61,15 @@ func (h *handle) chmod(mode os.FileMode) error {
 }
 
 // readNoFollow reads the regular file name in d, checked as checked,
-// without following a final symbolic link. It reads at most
-// MaxContentBytes+1 bytes, enough to tell the content differs from any
-// content manifold writes.
+// without following a final symbolic link (a link appeared since the
+// check is ErrChanged). It reads at most MaxContentBytes+1 bytes, enough
+// to tell the content differs from any content manifold writes.
 func readNoFollow(d *safefs.Dir, name string, checked fs.FileInfo) ([]byte, error) {
-	h, err := openIn(d, name, checked)
-	if err != nil {
-		return nil, err
+	b, err := d.ReadFile(name, checked, MaxContentBytes+1)
+	if errors.Is(err, safefs.ErrSymlink) {
+		return nil, fmt.Errorf("%s: %w (a symlink appeared)", filepath.Join(d.Path(), name), ErrChanged)
 	}
-	defer h.Close()
-	if h.byPath {
-		return nil, &fs.PathError{Op: "read", Path: filepath.Join(d.Path(), name), Err: fs.ErrPermission}
-	}
-	return readAll(h.f, checked.Size())
-}
-
-// readAll reads f up to MaxContentBytes+1 bytes into a buffer sized by
-// size (the file's size when checked): one allocation for a file that
-// did not change since.
-func readAll(f *os.File, size int64) ([]byte, error) {
-	const limit = MaxContentBytes + 1
-	buf := make([]byte, 0, min(max(size, 0)+1, limit))
-	for len(buf) < limit {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		m, err := f.Read(buf[len(buf):min(cap(buf), limit)])
-		buf = buf[:len(buf)+m]
-		if err == io.EOF || (err == nil && m == 0) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return buf, nil
+	return b, err
 }
 
 // readSource reads src, relative to workDir (the process's working

@@ -306,3 +306,57 @@ func unwrapPath(err error) error {
 	}
 	return err
 }
+
+// ReadFile reads the regular file name in d, at most limit bytes, without
+// following it when it is a symbolic link (ErrSymlink) and, when checked
+// is not nil, only if it is still that very inode (ErrChanged), as Open
+// does; a file the process may not read is fs.ErrPermission. It works on
+// a bare descriptor (no *os.File, nothing registered with the runtime's
+// poller) and sizes its buffer by checked's size: a check's read of an
+// unchanged file costs open, fstat, two reads and close.
+func (d *Dir) ReadFile(name string, checked fs.FileInfo, limit int64) ([]byte, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	fd, err := syscall.Openat(d.fd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	for errors.Is(err, syscall.EINTR) {
+		fd, err = syscall.Openat(d.fd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	}
+	if errors.Is(err, syscall.ELOOP) {
+		dest, _ := d.root.Readlink(name)
+		return nil, fmt.Errorf("%s is a symlink to %s: %w", d.join(name), dest, ErrSymlink)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	defer syscall.Close(fd)
+	size := int64(0)
+	if checked != nil {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil {
+			return nil, &fs.PathError{Op: "fstat", Path: d.join(name), Err: err}
+		}
+		if want, ok := checked.Sys().(*syscall.Stat_t); ok && (want.Dev != st.Dev || want.Ino != st.Ino) {
+			return nil, fmt.Errorf("%s: %w", d.join(name), ErrChanged)
+		}
+		size = st.Size
+	}
+	buf := make([]byte, 0, min(max(size, 0)+1, limit))
+	for int64(len(buf)) < limit {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := syscall.Read(fd, buf[len(buf):min(int64(cap(buf)), limit)])
+		if errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN) {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: d.join(name), Err: err}
+		}
+		if n <= 0 {
+			break
+		}
+		buf = buf[:len(buf)+n]
+	}
+	return buf, nil
+}
