@@ -67,7 +67,8 @@ func writeNode(w *bufio.Writer, indent string, n *Node) {
 }
 
 // quote makes s a DOT quoted string: backslashes and quotes escaped (so
-// that \N, \G and friends in names are not expanded), newlines as \n.
+// that \N, \G and friends in names are not expanded), & as &amp; (so
+// that &lt; in a name stays &lt;), newlines as \n.
 func quote(s string) string {
 	var b strings.Builder
 	b.WriteByte('"')
@@ -77,6 +78,8 @@ func quote(s string) string {
 			b.WriteString(`\\`)
 		case '"':
 			b.WriteString(`\"`)
+		case '&':
+			b.WriteString("&amp;") // graphviz reads &name; in labels as an entity
 		case '\n':
 			b.WriteString(`\n`)
 		case '\r':

@@ -26,7 +26,7 @@ resources:
   - file:
       - /srv/app: {ensure: directory}
       - /srv/app/conf: {content: "x\n"}
-      - '/srv/<b>we"ird\N</b>': {content: "y\n", require: ["file#/srv/app"]}
+      - '/srv/<b>we"ird\N&lt;</b>': {content: "y\n", require: ["file#/srv/app"]}
   - exec:
       - reload: {command: /bin/true, refreshonly: true, subscribe: ["file#/srv/app/conf"]}
       - plain: {command: /bin/true}
@@ -80,8 +80,9 @@ func TestDOTEdgeKinds(t *testing.T) {
 	wantLines(t, out,
 		"digraph manifold {",
 		`r0 [id="res_r0", class="resource", label="file\n/srv/app"`,
-		// The name's quote and backslash escaped: \N is not DOT's node-name escape.
-		`label="file\n/srv/<b>we\"ird\\N</b>"`,
+		// The name's quote, backslash and ampersand escaped: \N is not DOT's
+		// node-name escape, &lt; is not an entity.
+		`label="file\n/srv/<b>we\"ird\\N&amp;lt;</b>"`,
 		`r0 -> r1 [class="edge-auto", style=dashed, color="#6b7280", label="auto"`,
 		`r0 -> r2 [class="edge-require", style=solid`,
 		`r1 -> r3 [class="edge-subscribe", style=bold, color="#1d4ed8", label="subscribe"`,
@@ -117,7 +118,7 @@ func TestMermaidEdgeKinds(t *testing.T) {
 		"flowchart LR\n",
 		`  r0["file<br/>/srv/app"]`,
 		// <, >, " and \ as entity codes: nothing breaks out of the label.
-		`r2["file<br/>/srv/#60;b#62;we#34;ird#92;N#60;/b#62;"]`,
+		`r2["file<br/>/srv/#60;b#62;we#34;ird#92;N#38;lt#59;#60;/b#62;"]`,
 		"  r0 -.->|auto| r1\n",
 		"  r0 --> r2\n",
 		"  r1 ==>|subscribe| r3\n",
@@ -140,7 +141,7 @@ func TestColourByReport(t *testing.T) {
 	rep := &coordinator.Report{RunID: "r1", Resources: []coordinator.ResourceReport{
 		{Ref: "file#/srv/app", Status: "changed"},
 		{Ref: "file#/srv/app/conf", Status: "stable"},
-		{Ref: `file#/srv/<b>we"ird\N</b>`, Status: "failed"},
+		{Ref: `file#/srv/<b>we"ird\N&lt;</b>`, Status: "failed"},
 		{Ref: "exec#reload", Status: "skipped"},
 		{Ref: "exec#plain", Status: "dispatched"},
 		{Ref: "apply#child.yaml", Status: "changed", Child: &coordinator.Report{Resources: []coordinator.ResourceReport{
@@ -228,7 +229,7 @@ func TestSVG(t *testing.T) {
 	if !strings.Contains(ids["res_r0"], "status-failed") {
 		t.Errorf("res_r0 class %q lacks status-failed", ids["res_r0"])
 	}
-	for _, s := range []string{"/srv/app", `/srv/<b>we"ird\N</b>`, "child-one", "subscribe", "auto"} {
+	for _, s := range []string{"/srv/app", `/srv/<b>we"ird\N&lt;</b>`, "child-one", "subscribe", "auto"} {
 		if !strings.Contains(texts, s) {
 			t.Errorf("SVG text lacks %q", s)
 		}
