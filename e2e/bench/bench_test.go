@@ -166,6 +166,11 @@ func TestRunnerKillsAtTimeout(t *testing.T) {
 	if s.rssKiB <= 0 || s.wall <= 0 {
 		t.Fatalf("no rusage: %+v", s)
 	}
+	// A child that spins reports its CPU time (GNU time's %U %S, or wait4's).
+	s = r.run(t.Context(), 30*time.Second, "", "/bin/sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done")
+	if s.err != nil || s.cpu <= 0 || s.rssKiB <= 0 {
+		t.Fatalf("spinning child: cpu %s, rss %d KiB, %v", s.cpu, s.rssKiB, s.err)
+	}
 }
 
 func TestMainRefusesBadFlags(t *testing.T) {

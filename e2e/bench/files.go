@@ -36,6 +36,16 @@ func (c *cell) wall() time.Duration {
 	return median(ds)
 }
 
+// cpu returns the median CPU time (user and system) of the successful
+// samples.
+func (c *cell) cpu() time.Duration {
+	var ds []time.Duration
+	for _, s := range c.ok() {
+		ds = append(ds, s.cpu)
+	}
+	return median(ds)
+}
+
 // rssKiB returns the median peak RSS of the successful samples.
 func (c *cell) rssKiB() int64 {
 	var ds []time.Duration
@@ -117,7 +127,7 @@ func (h *harness) runFiles(ctx context.Context, n, reps int, tools []tool) (*Fil
 				}
 				walls[st.tool.name] = s.wall
 				h.log.Info("run", "tool", st.tool.name, "n", n, "scenario", sc, "rep", rep+1,
-					"wall", s.wall.Round(time.Millisecond), "rss_mib", s.rssKiB/1024)
+					"wall", s.wall.Round(time.Millisecond), "cpu", s.cpu.Round(time.Millisecond), "rss_mib", s.rssKiB/1024)
 			}
 			if m, ok := walls["manifold"]; ok {
 				if c, ok := walls["CCM"]; ok && c > 0 {

@@ -55,6 +55,9 @@ type sample struct {
 	// rssKiB is the peak resident set size of the child (wait4's
 	// ru_maxrss, in KiB on Linux).
 	rssKiB int64
+	// cpu is the child's user and system CPU time (GNU time's %U and %S,
+	// or wait4's): a figure a loaded machine distorts less than wall time.
+	cpu    time.Duration
 	stdout []byte
 	// err is set when the process could not start, exited non-zero or
 	// timed out; timeout tells the last apart.
@@ -117,7 +120,7 @@ func (r *runner) run(ctx context.Context, timeout time.Duration, dir, bin string
 	if r.timeBin != "" {
 		rssFile = filepath.Join(r.home, fmt.Sprintf(".rss-%d", r.seq.Add(1)))
 		defer os.Remove(rssFile)
-		argv = append([]string{r.timeBin, "-f", "%M", "-o", rssFile}, argv...)
+		argv = append([]string{r.timeBin, "-f", "%U %S %M", "-o", rssFile}, argv...)
 	}
 	cmd := r.command(argv[0], argv[1:]...)
 	if dir != "" {
@@ -144,11 +147,12 @@ func (r *runner) run(ctx context.Context, timeout time.Duration, dir, bin string
 	}
 	s := sample{wall: time.Since(start), stdout: stdout.Bytes()}
 	if rssFile != "" {
-		s.rssKiB = readRSS(rssFile)
+		s.rssKiB, s.cpu = readTime(rssFile)
 	} else if cmd.ProcessState != nil {
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			s.rssKiB = ru.Maxrss
 		}
+		s.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
 	switch {
 	case timedOut:
@@ -159,23 +163,27 @@ func (r *runner) run(ctx context.Context, timeout time.Duration, dir, bin string
 	return s
 }
 
-// readRSS reads the KiB GNU time wrote as the last line of its output
-// file (after a "Command exited with non-zero status" line, if any); 0 when
-// there is none.
-func readRSS(path string) int64 {
+// readTime reads the user and system seconds and the peak KiB GNU time
+// wrote ("%U %S %M") as the last line of its output file (after a
+// "Command exited with non-zero status" line, if any); zeros when there
+// is none.
+func readTime(path string) (rssKiB int64, cpu time.Duration) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	lines := strings.Fields(string(b))
-	if len(lines) == 0 {
-		return 0
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return 0, 0
 	}
-	n, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
-	if err != nil {
-		return 0
+	f = f[len(f)-3:]
+	rssKiB, _ = strconv.ParseInt(f[2], 10, 64)
+	for _, v := range f[:2] {
+		if sec, err := strconv.ParseFloat(v, 64); err == nil {
+			cpu += time.Duration(sec * float64(time.Second))
+		}
 	}
-	return n
+	return rssKiB, cpu
 }
 
 // killGroup kills the process group of a started command.

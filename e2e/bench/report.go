@@ -80,7 +80,8 @@ func (r *Results) Markdown(w io.Writer) {
 		p("CCM: `%s`, whose `--version` prints `%s`.\n\n", r.Config.CCM, r.CCMVersion)
 	}
 	p("Every figure is the median of the repetitions given per table. Wall time (measured by the\n")
-	p("harness around the process) and peak RSS (%s) are of the whole process,\n", r.RSSMethod)
+	p("harness around the process), CPU time (user and system, less distorted by a loaded machine) and\n")
+	p("peak RSS (%s) are of the whole process,\n", r.RSSMethod)
 	p("run as nobody:nogroup when the harness runs as root (else as the current user) with a clean\n")
 	p("environment (`PATH=/usr/bin:/bin`, `HOME` a fresh directory).\n\n")
 	if len(r.Files) > 0 {
@@ -98,21 +99,25 @@ func (r *Results) Markdown(w io.Writer) {
 			p("### N = %d (%d repetitions)\n\n", f.N, f.Reps)
 			hasCCM := len(f.Tools) > 1
 			if hasCCM {
-				p("| scenario | manifold wall | manifold RSS | CCM wall | CCM RSS | manifold / CCM | floor |\n|---|---|---|---|---|---|---|\n")
+				p("| scenario | manifold wall | manifold CPU | manifold RSS | CCM wall | CCM RSS | manifold / CCM | floor |\n|---|---|---|---|---|---|---|---|\n")
 			} else {
-				p("| scenario | manifold wall | manifold RSS | floor |\n|---|---|---|---|\n")
+				p("| scenario | manifold wall | manifold CPU | manifold RSS | floor |\n|---|---|---|---|---|\n")
 			}
 			for _, sc := range scenarios {
 				mw, mr := cellText(f.cells[sc]["manifold"])
+				mc := "–"
+				if c := f.cells[sc]["manifold"]; c != nil && len(c.ok()) > 0 {
+					mc = fmtDur(c.cpu())
+				}
 				fl := "–"
 				if d, ok := f.floor[sc]; ok {
 					fl = fmtDur(d)
 				}
 				if hasCCM {
 					cw, cr := cellText(f.cells[sc]["CCM"])
-					p("| %s | %s | %s | %s | %s | %s | %s |\n", sc, mw, mr, cw, cr, fmtRatio(medianFloat(f.ratios[sc])), fl)
+					p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", sc, mw, mc, mr, cw, cr, fmtRatio(medianFloat(f.ratios[sc])), fl)
 				} else {
-					p("| %s | %s | %s | %s |\n", sc, mw, mr, fl)
+					p("| %s | %s | %s | %s | %s |\n", sc, mw, mc, mr, fl)
 				}
 			}
 			p("\n")
