@@ -129,7 +129,8 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	}
 	path := pos[0]
 	logger := newLogger(st.Stderr, o.logLevel.value)
-	eopts := embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, MaxTreeRuns: o.maxTreeRuns, Concurrency: o.concurrency}
+	eopts := embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, MaxTreeRuns: o.maxTreeRuns, Concurrency: o.concurrency,
+		Watch: o.watch.enabled, RunTimeout: o.timeout}
 	var starting startingEngine
 	if !conn.explicit() {
 		// The engine starts while facts are gathered and the manifest

@@ -86,6 +86,11 @@ type embeddedOpts struct {
 	// NoWorker starts the server and the coordinator only (see
 	// startWorker).
 	NoWorker bool
+	// Watch tunes the engine for apply --watch, a process that lives for
+	// days (watchBusConfig, watchScanInterval); RunTimeout is its
+	// --timeout.
+	Watch      bool
+	RunTimeout time.Duration
 }
 
 func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error) {
@@ -110,11 +115,15 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 	defer cancel()
 	// The store is private to this process and removed at exit: memory
 	// storage saves the file writes.
-	if e.bus, err = bus.Open(octx, nc, bus.Config{MemoryStorage: true}); err != nil {
+	bcfg, scan := bus.Config{MemoryStorage: true}, time.Duration(0)
+	if o.Watch {
+		bcfg, scan = watchBusConfig(bcfg, o.RunTimeout), watchScanInterval
+	}
+	if e.bus, err = bus.Open(octx, nc, bcfg); err != nil {
 		return nil, err
 	}
 	if e.coord, err = coordinator.New(coordinator.Config{Bus: e.bus, Logger: o.Logger, MaxDepth: o.MaxDepth, MaxTreeRuns: o.MaxTreeRuns, Name: "embedded",
-		Compiled: e.plans.take}); err != nil {
+		Compiled: e.plans.take, ScanInterval: scan}); err != nil {
 		return nil, err
 	}
 	if err = e.coord.Start(ctx); err != nil {

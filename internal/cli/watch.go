@@ -10,6 +10,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -93,6 +97,7 @@ func runWatch(ctx context.Context, w *watchRun, o watchOpts) int {
 	if w.output != "json" {
 		defer fmt.Fprintln(w.st.Stdout, "watch stopped")
 	}
+	defer writeProfiles(w.st)
 	w.logger.Info("watching", "resources", len(w.tree.Plan.Manifest.Resources), "watched", watched, "polling", polling,
 		"units", uw.Units(), "kv_entries", kw.Entries())
 	cfg := converge.LoopConfig{Interval: o.interval, HealthInterval: o.healthInterval, Noop: noop, Logger: w.logger,
@@ -345,6 +350,94 @@ func environMap() map[string]string {
 	return m
 }
 
+// The embedded engine of apply --watch lives for days. Nobody else can
+// reach its server (no listener) and it has one coordinator, so:
+const (
+	// watchScanInterval: the coordinator looks for runs whose
+	// coordinator died (there is no other) every 30s, not every second
+	// (each scan is a consumer on the runs bucket: ~0.1 % of a core).
+	watchScanInterval = 30 * time.Second
+	// watchRetention is how long events and task outcomes of finished
+	// runs stay in the memory store beyond the longest run (--timeout):
+	// not the 24h of a server, which a fight repaired every few seconds
+	// would fill with a day of runs.
+	watchRetention = 10 * time.Minute
+	// watchGCPercent and watchMemoryLimit replace the one-shot GC tuning
+	// of apply (GOGC=400, 224 MiB soft limit: a heap four times the live
+	// one) once the start run is done; the limit is at least twice the
+	// live heap then. GOGC and GOMEMLIMIT set in the environment win.
+	watchGCPercent   = 100
+	watchMemoryLimit = 96 << 20
+)
+
+// watchBusConfig is cfg for a watching engine: events and outcomes kept
+// for the longest run (runTimeout) and watchRetention more.
+func watchBusConfig(cfg bus.Config, runTimeout time.Duration) bus.Config {
+	keep := max(runTimeout, time.Minute) + watchRetention
+	cfg.EventsMaxAge, cfg.ResultsTTL = keep, keep
+	return cfg
+}
+
 // settle readies the process for a long watch once the start run is done:
-// what only compiling and the first run needed is dropped.
-func (w *watchRun) settle() {}
+// the GC of a long-lived process (the live heap is small; a one-shot
+// apply's GOGC=400 let it grow to four times that), and the memory the
+// compile and the start run used is given back to the system.
+func (w *watchRun) settle() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(watchGCPercent)
+	}
+	debug.FreeOSMemory() // collects first
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// Twice the live heap at least: a limit near the live heap would
+		// make the collector run without end (a very large plan).
+		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		metrics.Read(s)
+		limit := int64(watchMemoryLimit)
+		if s[0].Value.Kind() == metrics.KindUint64 {
+			limit = max(limit, 2*int64(s[0].Value.Uint64()))
+		}
+		debug.SetMemoryLimit(limit)
+	}
+	startIdleProfile(w.st)
+}
+
+// startIdleProfile starts a CPU profile of the watch after its start run
+// into $MANIFOLD_WATCH_CPU_PROFILE when set (the whole command's is
+// MANIFOLD_CPU_PROFILE's): what the idle watch spends, without the start.
+func startIdleProfile(st IO) {
+	path := os.Getenv("MANIFOLD_WATCH_CPU_PROFILE")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(st.Stderr, "manifold: MANIFOLD_WATCH_CPU_PROFILE: %v\n", err)
+	}
+}
+
+// writeProfiles ends the watch's CPU profile (startIdleProfile) and
+// writes the heap profile to $MANIFOLD_HEAP_PROFILE when set (go tool
+// pprof FILE): how the idle figures of docs/converge.md were explained.
+func writeProfiles(st IO) {
+	if os.Getenv("MANIFOLD_WATCH_CPU_PROFILE") != "" {
+		pprof.StopCPUProfile()
+	}
+	path := os.Getenv("MANIFOLD_HEAP_PROFILE")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		runtime.GC()
+		err = pprof.WriteHeapProfile(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(st.Stderr, "manifold: MANIFOLD_HEAP_PROFILE: %v\n", err)
+	}
+}
