@@ -239,7 +239,20 @@ func encodeEvent(ev Event) (string, []byte, error) {
 // PutResultAsync stores a finished task's outcome record in the results
 // bucket (see Results) without waiting.
 func (b *Bus) PutResultAsync(ctx context.Context, key string, value []byte) *Pending {
-	return b.publishAsync(ctx, "$KV."+BucketResults+"."+key, "", value)
+	return b.publishAsync(ctx, b.kvPutSubject(BucketResults, key), "", value)
+}
+
+// kvPutSubject is the subject a put of key in bucket is published on:
+// $KV.<bucket>.<key>, prefixed with $JS.<domain>.API. for a client of
+// another JetStream domain (a leafnode server denies $KV.> across
+// domains; the domain's server maps the prefixed subject back), as
+// nats.go's KV puts.
+func (b *Bus) kvPutSubject(bucket, key string) string {
+	subject := "$KV." + bucket + "." + key
+	if b.cfg.Domain != "" {
+		subject = "$JS." + b.cfg.Domain + ".API." + subject
+	}
+	return subject
 }
 
 func encode(v any) ([]byte, error) {
