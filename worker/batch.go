@@ -34,9 +34,9 @@ type batchMember struct {
 // form a batch: consecutive resources of one type that converges several
 // at once (resources.Batcher: packages installed in one package-manager
 // transaction) with equal batch keys. Only resources that decide nothing
-// on their own join: not in noop or health-check-only mode, no refresh, no
+// on their own join: not in health-check-only mode, no refresh, no
 // control guards, no retry, and not answered from a record of an earlier
-// delivery. It returns the members' outcomes in order, up to and including
+// delivery (noop ones join, and resources.Batch executes each alone). It returns the members' outcomes in order, up to and including
 // the first failed one (or the one the worker's shutdown released), or nil
 // when items[k] starts no batch of at least two: it is then executed alone.
 //
@@ -168,12 +168,14 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 }
 
 // mayBatch reports whether item may join a batch, before its resource is
-// built: it decides nothing on its own (no noop, health-check-only,
-// refresh, control guards or retry), and its type is not known to be
-// executed alone.
+// built: it decides nothing on its own (no health-check-only, refresh,
+// control guards or retry), and its type is not known to be executed
+// alone. Noop items join: resources.Batch executes each alone (nothing is
+// applied), in the batch's tight loop, so a noop run costs what a
+// converged one does.
 func (w *Worker) mayBatch(item bus.Task) bool {
 	r := item.Resource
-	if item.Noop || item.HealthCheckOnly || item.Refresh || r.Control != nil || r.Retry > 0 {
+	if item.HealthCheckOnly || item.Refresh || r.Control != nil || r.Retry > 0 {
 		return false
 	}
 	batches, known := w.batchTypes.Load(r.Type)

@@ -89,3 +89,47 @@ func TestSegmentFilesShareOneCommit(t *testing.T) {
 
 	require.Empty(t, run(2, bus.TaskStable), "a converged segment has no batch span")
 }
+
+// TestNoopSegmentOfFilesRunsInTheBatchLoop: a noop segment of files is
+// executed in the batch loop (each resource's span carries the batch key)
+// so it costs what a converged segment does, and still changes nothing:
+// every file is reported as it would change and stays as it was.
+func TestNoopSegmentOfFilesRunsInTheBatchLoop(t *testing.T) {
+	t.Parallel()
+	spans := tracetest.NewInMemoryExporter()
+	tb := setup(t, bus.Config{})
+	tb.start(t, worker.Config{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))})
+	dir := t.TempDir()
+	var rs []schemas.Resource
+	for i := range 3 {
+		p := filepath.Join(dir, "f"+strconv.Itoa(i))
+		require.NoError(t, os.WriteFile(p, []byte("old\n"), 0o644))
+		rs = append(rs, schemas.Resource{Type: "file", Name: p, Properties: map[string]any{"content": "new\n"}})
+	}
+	task := tb.segment(rs...)
+	task.Noop = true
+	tb.publish(t, task)
+	for i := range rs {
+		o := tb.next(t)
+		require.Equal(t, i, o.Task, "%+v", o)
+		require.Equal(t, bus.TaskChanged, o.Status, "%+v", o)
+		require.Contains(t, o.Message, "would update content")
+	}
+	for i := range rs {
+		b, err := os.ReadFile(filepath.Join(dir, "f"+strconv.Itoa(i)))
+		require.NoError(t, err)
+		require.Equal(t, "old\n", string(b), "noop changed a file")
+	}
+	keyed := 0
+	for _, s := range spans.GetSpans() {
+		require.NotEqual(t, "execute batch", s.Name, "noop applies nothing")
+		if strings.HasPrefix(s.Name, "execute file#") {
+			for _, a := range s.Attributes {
+				if a.Key == "manifold.batch.key" && a.Value.AsString() == "file" {
+					keyed++
+				}
+			}
+		}
+	}
+	require.Equal(t, len(rs), keyed, "every noop file checked in the batch loop")
+}
