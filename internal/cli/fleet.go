@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -156,6 +157,51 @@ type fleetEntry struct {
 	Fleet       *worker.FleetStatus                `json:"fleet"`
 }
 
+// decodeFleetEntry decodes a worker's entry but its facts, which it
+// keeps as they are in data (neither copied nor checked: rawFact and the
+// --where decoding read them). The facts are most of an entry's bytes;
+// skipping them in place is what keeps a 10,000-host view cheap.
+func decodeFleetEntry(data []byte) (fleetEntry, error) {
+	var e fleetEntry
+	var err error
+	ok := eachField(data, func(key, val []byte) bool {
+		var dst any
+		switch {
+		case jsonKeyIs(key, "facts"):
+			e.Facts = val
+			return true
+		case jsonKeyIs(key, "name"):
+			dst = &e.Name
+		case jsonKeyIs(key, "pools"):
+			dst = &e.Pools
+		case jsonKeyIs(key, "version"):
+			dst = &e.Version
+		case jsonKeyIs(key, "seen"):
+			dst = &e.Seen
+		case jsonKeyIs(key, "assignments"):
+			dst = &e.Assignments
+		case jsonKeyIs(key, "fleet"):
+			dst = &e.Fleet
+		default:
+			return true
+		}
+		if err = json.Unmarshal(val, dst); err != nil {
+			err = fmt.Errorf("%s: %w", key, err)
+			return false
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return e, err
+	case !ok:
+		return e, errors.New("not a JSON object")
+	case e.Name == "":
+		return e, errors.New("no name")
+	}
+	return e, nil
+}
+
 // fleetScan is the outcome of reading the fleet: the selected hosts
 // sorted by name, and what was left out and why.
 type fleetScan struct {
@@ -212,8 +258,8 @@ func (e *whereError) Error() string { return fmt.Sprintf("host %s: %v", e.host, 
 // fleetHostOf decodes one worker entry and tells whether filter selects
 // it; tried counts the evaluations of filter.where.
 func fleetHostOf(data []byte, filter fleetFilter, cols []factColumn, tried *int) (FleetHost, bool, error) {
-	var e fleetEntry
-	if err := json.Unmarshal(data, &e); err != nil {
+	e, err := decodeFleetEntry(data)
+	if err != nil {
 		return FleetHost{}, false, fmt.Errorf("unreadable entry: %w", err)
 	}
 	if len(filter.pools) > 0 && !slices.ContainsFunc(e.Pools, func(p string) bool { return slices.Contains(filter.pools, p) }) {
@@ -283,33 +329,15 @@ func stateRank(s string) int {
 }
 
 // rawFact decodes only the fact at path (keys through objects, indexes
-// through arrays) from raw facts, nil when there is none: a host's facts
-// are kilobytes and a fleet view wants a few of them.
+// through arrays) from raw facts, nil when there is none. A host's facts
+// are kilobytes and a fleet view wants a few of them: the value is found
+// by skipping over the others in place (raw is valid JSON: it was
+// decoded as part of the entry), with no allocation but the value's.
 func rawFact(raw json.RawMessage, path string) any {
-	cur := raw
+	cur := []byte(raw)
 	for seg := range strings.SplitSeq(path, ".") {
-		cur = bytes.TrimSpace(cur)
-		if len(cur) == 0 {
-			return nil
-		}
-		switch cur[0] {
-		case '{':
-			var m map[string]json.RawMessage
-			if json.Unmarshal(cur, &m) != nil {
-				return nil
-			}
-			var ok bool
-			if cur, ok = m[seg]; !ok {
-				return nil
-			}
-		case '[':
-			var l []json.RawMessage
-			i, err := strconv.Atoi(seg)
-			if err != nil || json.Unmarshal(cur, &l) != nil || i < 0 || i >= len(l) {
-				return nil
-			}
-			cur = l[i]
-		default:
+		var ok bool
+		if cur, ok = jsonChild(cur, seg); !ok {
 			return nil
 		}
 	}
@@ -318,6 +346,143 @@ func rawFact(raw json.RawMessage, path string) any {
 		return nil
 	}
 	return v
+}
+
+// jsonChild returns the raw value of key seg in the JSON object v, or of
+// index seg in the JSON array v.
+func jsonChild(v []byte, seg string) ([]byte, bool) {
+	i := skipSpace(v, 0)
+	if i >= len(v) {
+		return nil, false
+	}
+	switch v[i] {
+	case '{':
+		var found []byte
+		eachField(v, func(key, val []byte) bool {
+			if jsonKeyIs(key, seg) {
+				found = val
+				return false
+			}
+			return true
+		})
+		return found, found != nil
+	case '[':
+		n, err := strconv.Atoi(seg)
+		if err != nil || n < 0 {
+			return nil, false
+		}
+		for i = skipSpace(v, i+1); i < len(v) && v[i] != ']'; n-- {
+			vEnd := skipValue(v, i)
+			if n == 0 {
+				return v[i:vEnd], true
+			}
+			i = skipSpace(v, vEnd)
+			if i >= len(v) || v[i] != ',' {
+				return nil, false
+			}
+			i = skipSpace(v, i+1)
+		}
+	}
+	return nil, false
+}
+
+// eachField calls fn with each key (quoted) and raw value of the JSON
+// object v, in order, until fn returns false. It reports whether v is an
+// object whose fields it could read to the end (or to fn's stop). Values
+// are skipped over, not checked: a caller decoding one checks it.
+func eachField(v []byte, fn func(key, val []byte) bool) bool {
+	i := skipSpace(v, 0)
+	if i >= len(v) || v[i] != '{' {
+		return false
+	}
+	for i = skipSpace(v, i+1); i < len(v) && v[i] == '"'; {
+		kEnd := skipString(v, i)
+		key := v[i:kEnd]
+		i = skipSpace(v, kEnd)
+		if i >= len(v) || v[i] != ':' {
+			return false
+		}
+		i = skipSpace(v, i+1)
+		vEnd := skipValue(v, i)
+		if vEnd == i {
+			return false
+		}
+		if !fn(key, v[i:vEnd]) {
+			return true
+		}
+		i = skipSpace(v, vEnd)
+		if i < len(v) && v[i] == '}' {
+			return true
+		}
+		if i >= len(v) || v[i] != ',' {
+			return false
+		}
+		i = skipSpace(v, i+1)
+	}
+	return i < len(v) && v[i] == '}'
+}
+
+// jsonKeyIs compares a quoted JSON key with s (unquoting only keys with
+// escapes).
+func jsonKeyIs(quoted []byte, s string) bool {
+	if bytes.IndexByte(quoted, '\\') < 0 {
+		return len(quoted) >= 2 && string(quoted[1:len(quoted)-1]) == s
+	}
+	var k string
+	return json.Unmarshal(quoted, &k) == nil && k == s
+}
+
+func skipSpace(v []byte, i int) int {
+	for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at v[i] ('"').
+func skipString(v []byte, i int) int {
+	for i++; i < len(v); i++ {
+		switch v[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(v)
+}
+
+// skipValue returns the index after the value starting at v[i].
+func skipValue(v []byte, i int) int {
+	if i >= len(v) {
+		return i
+	}
+	switch v[i] {
+	case '"':
+		return skipString(v, i)
+	case '{', '[':
+		depth := 0
+		for i < len(v) {
+			switch v[i] {
+			case '"':
+				i = skipString(v, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(v)
+	}
+	for i < len(v) && !strings.ContainsRune(",}] \t\r\n", rune(v[i])) {
+		i++
+	}
+	return i
 }
 
 func runFleet(ctx context.Context, st IO, args []string) int {

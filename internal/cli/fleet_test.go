@@ -7,15 +7,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/converge"
 	"github.com/manifold-run/manifold/coordinator"
 	"github.com/manifold-run/manifold/internal/bustest"
+	"github.com/manifold-run/manifold/internal/facts"
 	"github.com/manifold-run/manifold/worker"
 )
 
@@ -226,6 +229,16 @@ resources:
 		require.Regexp(t, `(?m)^NAME +POOLS +STATE`, r.stdout)
 	})
 
+	t.Run("unreadable entry", func(t *testing.T) {
+		_, err := b.Workers().Put(t.Context(), "zz-broken", []byte(`{"name": "zz-broken", "pools": "web"}`))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Workers().Delete(context.Background(), "zz-broken") })
+		hosts, r := fleet()
+		require.Equal(t, []string{"w1", "w2", "w3"}, names(hosts))
+		require.Contains(t, r.stderr, "manifold fleet: zz-broken: unreadable entry: \"pools\": json: cannot unmarshal string")
+		require.Contains(t, r.stderr, "(left out)")
+	})
+
 	t.Run("bad where", func(t *testing.T) {
 		r := run(t, "fleet", "--server", url, "--where", "facts.role ==")
 		require.Equal(t, ExitInvalid, r.code, r.stdout)
@@ -347,7 +360,116 @@ func TestRawFact(t *testing.T) {
 		require.Equal(t, want, rawFact(raw, path), path)
 	}
 	require.Nil(t, rawFact(nil, "host"))
+	// Strings holding brackets, quotes and escapes; escaped keys; spaces.
+	tricky := []byte(` { "a" : "x}]\\\"{[" , "b\u0020c": [ 1 , {"d": "]"} , "e,f" ] ,"n":-1.5e3,"t" : true, "z": null } `)
+	require.True(t, json.Valid(tricky))
+	for path, want := range map[string]any{
+		"a": `x}]\"{[`, "b c": []any{1.0, map[string]any{"d": "]"}, "e,f"}, "b c.1.d": "]", "b c.2": "e,f",
+		"n": -1500.0, "t": true, "z": nil, "b c.3": nil, "a.x": nil,
+	} {
+		require.Equal(t, want, rawFact(tricky, path), path)
+	}
+	// The same answers as decoding everything, on this host's real facts.
+	sys := facts.System(t.Context())
+	raw, err = json.Marshal(sys)
+	require.NoError(t, err)
+	for _, path := range []string{"host.info.hostname", "host.info.platformFamily", "cpu.info.0.modelName", "network.interfaces.0",
+		"memory.virtual.total", "partition.partitions", "host", "nosuch", "cpu.info.999"} {
+		want, _ := facts.Query(sys, path)
+		var norm any // through JSON, as a worker's entry carries it
+		data, _ := json.Marshal(want)
+		require.NoError(t, json.Unmarshal(data, &norm))
+		require.Equal(t, norm, rawFact(raw, path), path)
+	}
 	require.Equal(t, "-", factCell(nil))
 	require.Equal(t, "a b", factCell("a\tb\n"))
 	require.Equal(t, strings.Repeat("x", maxFactWidth-1)+"…", factCell(strings.Repeat("x", 100)))
+}
+
+// BenchmarkFleet10000 is `manifold fleet` at 10,000 hosts, each entry
+// carrying this host's gathered facts (4–5 KB), two assignments and fleet
+// notes: one scan of the workers bucket and the rows built, without and
+// with a --where (which decodes every host's facts).
+func BenchmarkFleet10000(b *testing.B) {
+	_, bb := bustest.Start(b, bus.Config{WorkerTTL: time.Hour})
+	ctx := context.Background()
+	sys := facts.System(ctx)
+	now := time.Now().UTC()
+	var g errgroup.Group
+	g.SetLimit(16)
+	size := 0
+	for i := range 10_000 {
+		name := fmt.Sprintf("host%05d", i)
+		reg := worker.Registration{Name: name, Pools: []string{"web"}, Concurrency: 2, Running: []string{}, Facts: sys,
+			Started: now, Seen: now, Assignments: map[string]worker.AssignmentStatus{
+				"site": {Version: 3, State: converge.StateConverged, Since: now},
+				"ntp":  {Version: 1, State: converge.StateRepairing, Since: now}},
+			Fleet: &worker.FleetStatus{LastRun: &worker.LastRun{RunID: "20261125T143203Z-bea59177b5", Status: "succeeded", Time: now},
+				Drifts: map[string]worker.Drifts{"site": {Count: i % 3, Since: now}}}}
+		data, err := json.Marshal(reg)
+		require.NoError(b, err)
+		size = len(data)
+		g.Go(func() error { _, err := bb.Workers().Put(ctx, name, data); return err })
+	}
+	require.NoError(b, g.Wait())
+	b.Logf("10,000 entries of %d bytes", size)
+	for _, bc := range []struct {
+		name   string
+		filter fleetFilter
+		want   int
+	}{
+		{"all", fleetFilter{}, 10_000},
+		{"where", fleetFilter{where: "facts.host.info.os == 'linux'"}, 10_000},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			start := cpuTime()
+			defer func() { b.ReportMetric(float64((cpuTime()-start).Milliseconds())/float64(b.N), "cpu-ms/op") }()
+			for b.Loop() {
+				res, err := scanFleet(ctx, bb, bc.filter, defaultFleetFacts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(res.Hosts) != bc.want {
+					b.Fatalf("%d hosts, want %d", len(res.Hosts), bc.want)
+				}
+			}
+		})
+	}
+}
+
+// cpuTime is the process's CPU time (user+system, the embedded server's
+// included): on a loaded machine it varies less than wall time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestDecodeFleetEntry: an entry is decoded but its facts, kept raw; a
+// malformed entry is an error naming what is wrong.
+func TestDecodeFleetEntry(t *testing.T) {
+	t.Parallel()
+	e, err := decodeFleetEntry([]byte(`{"name":"w1","pools":["a","b"],"facts":{"x":{"y":[1,"}"]}},"extra":{"z":"{"},` +
+		`"seen":"2026-11-25T14:00:00Z","assignments":{"s":{"version":2,"state":"failed"}},"fleet":{"last_run":{"run_id":"r1"}}}`))
+	require.NoError(t, err)
+	require.Equal(t, "w1", e.Name)
+	require.Equal(t, []string{"a", "b"}, e.Pools)
+	require.Equal(t, `{"x":{"y":[1,"}"]}}`, string(e.Facts))
+	require.Equal(t, "}", rawFact(e.Facts, "x.y.1"))
+	require.Equal(t, converge.StateFailed, e.Assignments["s"].State)
+	require.Equal(t, "r1", e.Fleet.LastRun.RunID)
+	require.Equal(t, time.Date(2026, 11, 25, 14, 0, 0, 0, time.UTC), e.Seen)
+	for in, want := range map[string]string{
+		`not json`:                 "not a JSON object",
+		`[]`:                       "not a JSON object",
+		`{"name":"w1","facts":{`:   "not a JSON object",
+		`{"name":"w1" "pools":[]}`: "not a JSON object",
+		`{"pools":[]}`:             "no name",
+		`{"name":1}`:               `"name": json: cannot unmarshal number`,
+		`{"name":"w","seen":"x"}`:  `"seen": parsing time`,
+	} {
+		_, err := decodeFleetEntry([]byte(in))
+		require.ErrorContains(t, err, want, in)
+	}
 }
