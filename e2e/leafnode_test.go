@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/manifold-run/manifold/bus"
 )
 
 // linkProxy is the network between a site and its hub: a TCP relay the
@@ -186,6 +189,21 @@ func TestLeafnodeSiteConvergesThroughOutage(t *testing.T) {
 	if len(before) != 1 || before[0].Trigger == "" || before[0].Offline {
 		t.Fatalf("runs at the hub before the outage: want the first convergence run only:\n%s", raw)
 	}
+	// The records of the two changed tasks reached the hub's results
+	// bucket (a put on $KV.… from the site would be denied by the leaf).
+	nc, err := nats.Connect(hubURL, nats.UserInfo(leafUser, leafPassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	hubBus, err := bus.Open(t.Context(), nc, bus.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	distEventually(t, 20*time.Second, "the first run's result records are at the hub", func() (bool, string) {
+		keys, err := hubBus.Results().KeysMatching(t.Context(), before[0].RunID+".>")
+		return len(keys) == 2, fmt.Sprintf("keys %v, error %v", keys, err)
+	})
 
 	// The link goes down; the worker's own server stays up.
 	link.down()
