@@ -28,6 +28,9 @@ import (
 const (
 	// docsBlockTimeout bounds one block, background processes included.
 	docsBlockTimeout = 60 * time.Second
+	// docsStopTimeout bounds the stop of a block's background processes
+	// (a worker drains its running tasks first).
+	docsStopTimeout = 20 * time.Second
 	// docsUnmarkedTimeout bounds an unmarked block of docsPagesOfOthers,
 	// whose failure is only logged (a block that starts a server with &
 	// would hold the test for the whole docsBlockTimeout).
@@ -548,7 +551,11 @@ func runDocBlock(t *testing.T, b docBlock, e docsEnv, timeout time.Duration, fai
 	if err != nil {
 		fail("%s: %v\n--- script:\n%s--- output:\n%s%s", b, err, script, out, procsOutput(procs))
 	}
-	if err := stopAll(ctx, procs); err != nil {
+	// Stopping gets its own deadline: a block that ran out of time must
+	// still show whether its processes stop.
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(t.Context()), docsStopTimeout)
+	defer scancel()
+	if err := stopAll(sctx, procs); err != nil {
 		fail("%s: %v", b, err)
 	}
 }
