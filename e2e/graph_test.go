@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -81,6 +82,24 @@ func TestGraphCommand(t *testing.T) {
 		if !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%v: stderr lacks %q:\n%s", c.args, c.want, r)
 		}
+	}
+	// Past graph.MaxSVGNodes an SVG is refused before any layout; DOT is
+	// still printed.
+	var big strings.Builder
+	big.WriteString("resources:\n  - exec:\n")
+	for i := range 5001 {
+		fmt.Fprintf(&big, "      - e%d: {command: /bin/true}\n", i)
+	}
+	bigM := writeFile(t, t.TempDir(), "big.yaml", big.String())
+	r = run(t, "graph", "--format", "svg", bigM)
+	wantCode(t, r, 2)
+	if !strings.Contains(r.stderr, "5001 resources, an SVG is drawn for at most 5000 (use --format dot)") || r.stdout != "" {
+		t.Errorf("an SVG past the limit:\n%s", r)
+	}
+	r = run(t, "graph", bigM)
+	wantCode(t, r, 0)
+	if n := strings.Count(r.stdout, "edge-order"); n != 5000 {
+		t.Errorf("DOT of 5001 resources has %d order edges, want 5000", n)
 	}
 	bad := writeFile(t, t.TempDir(), "bad.yaml", "resources:\n  - exec:\n      - x: {command: /bin/true, require: [\"exec#nosuch\"]}\n")
 	r = run(t, "graph", bad)

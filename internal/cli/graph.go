@@ -92,7 +92,10 @@ func runGraph(ctx context.Context, st IO, args []string) int {
 	default:
 		err = g.WriteDOT(&out)
 	}
-	if err != nil {
+	if errors.Is(err, graph.ErrTooLarge) {
+		fmt.Fprintf(st.Stderr, "manifold graph: %v\n", err)
+		return ExitInvalid
+	} else if err != nil {
 		fmt.Fprintf(st.Stderr, "manifold graph: %v\n", err)
 		return ExitUnavailable
 	}
