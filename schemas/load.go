@@ -83,6 +83,11 @@ func parseUnchecked(filename string, src []byte) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	if fastPath && isYAMLName(filename) {
+		if m, ok := parseFast(s, filename, src); ok {
+			return m, nil
+		}
+	}
 	p := &loader{s: s, filename: filename, empty: s.ctx.CompileString("{}")}
 	doc, ok := p.document(src)
 	if !ok {
@@ -113,6 +118,18 @@ type loader struct {
 	// entries are the entries of the document's resources list, built
 	// apart from it (detach.go); nil when they were not.
 	entries []entry
+	// sub, when not nil, are the entries of the resources list as the
+	// subset reader read them (subset.go); the document then holds an
+	// empty list. bail says the subset loader met something it leaves to
+	// the full path.
+	sub  []*ynode
+	bail bool
+	// tf holds the subset document's lines, for positions; scalars the
+	// Go values of defaults fields.
+	tf      *token.File
+	scalars map[cue.Value]scalarField
+	// validated counts the resources validated with CUE.
+	validated int
 }
 
 // document turns the source into a CUE value according to the format.
@@ -172,6 +189,9 @@ func (p *loader) manifest(doc cue.Value) *Manifest {
 		n := countResources(list)
 		if p.entries != nil {
 			n = countEntries(p.entries)
+		}
+		if p.sub != nil {
+			n = countSub(p.sub)
 		}
 		if n > MaxResources {
 			p.errs.add(&Error{
@@ -254,6 +274,10 @@ func (p *loader) manifest(doc cue.Value) *Manifest {
 	}
 	if list.IncompleteKind() != cue.ListKind {
 		p.errs.addf(p.pos(list.Pos(), filePos), path, "resources must be a list, got %v", list.IncompleteKind())
+		return m
+	}
+	if p.sub != nil {
+		m.Resources = p.resourcesSub(p.sub, path)
 		return m
 	}
 	m.Resources = p.resources(list, p.entries, path)

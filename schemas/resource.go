@@ -228,6 +228,13 @@ func (p *loader) resource(typ string, def, props cue.Value, path string, pos Pos
 			return p.fromShape(s, free, path, pos), true
 		}
 	}
+	return p.validateShape(typ, def, props, path, pos, extra, key, keyed)
+}
+
+// validateShape validates a resource whose shape (key, when keyed) was
+// not seen yet and remembers its shape.
+func (p *loader) validateShape(typ string, def, props cue.Value, path string, pos Position, extra []field, key string, keyed bool) (Resource, bool) {
+	p.validated++
 	r, ok := p.validate(typ, def, props, path, pos, extra)
 	if ok && keyed {
 		if p.shapes == nil {

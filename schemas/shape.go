@@ -46,47 +46,87 @@ func (p *loader) shapeKey(typ string, def, props cue.Value, extra []field) (key 
 			fs = append(fs, f)
 		}
 	}
-	slices.SortFunc(fs, func(a, b field) int { return strings.Compare(a.label, b.label) })
+	kvs := make([]scalarField, 0, len(fs))
+	for _, f := range fs {
+		sf, ok := scalarOf(f)
+		if !ok {
+			return "", nil, false
+		}
+		kvs = append(kvs, sf)
+	}
+	key, free = p.shapeKeyOf(typ, def, kvs)
+	return key, free, true
+}
+
+// scalarField is a field whose value is a scalar, as Go holds it.
+type scalarField struct {
+	label string
+	v     any // string, int or bool
+}
+
+// scalarOf returns a field's scalar value; ok is false for any other.
+func scalarOf(f field) (scalarField, bool) {
+	switch f.value.Kind() {
+	case cue.StringKind:
+		s, err := f.value.String()
+		if err != nil {
+			return scalarField{}, false
+		}
+		return scalarField{f.label, s}, true
+	case cue.IntKind:
+		i, err := f.value.Int64()
+		if err != nil || int64(int(i)) != i {
+			return scalarField{}, false
+		}
+		return scalarField{f.label, int(i)}, true
+	case cue.BoolKind:
+		x, err := f.value.Bool()
+		if err != nil {
+			return scalarField{}, false
+		}
+		return scalarField{f.label, x}, true
+	}
+	return scalarField{}, false
+}
+
+// kindOf names a scalar's kind as shapeKeyOf writes it.
+func kindOf(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case int:
+		return "int"
+	case bool:
+		return "bool"
+	}
+	return ""
+}
+
+// shapeKeyOf is shapeKey over the scalar fields of a resource (its
+// properties and the extra fields it does not set itself), in any order:
+// fs is sorted in place.
+func (p *loader) shapeKeyOf(typ string, def cue.Value, fs []scalarField) (string, map[string]any) {
+	slices.SortFunc(fs, func(a, b scalarField) int { return strings.Compare(a.label, b.label) })
 	var b strings.Builder
 	b.WriteString(typ)
-	free = map[string]any{}
+	var free map[string]any
 	for _, f := range fs {
 		b.WriteByte('\x00')
 		b.WriteString(f.label)
-		var v any
-		var kind string
-		switch f.value.Kind() {
-		case cue.StringKind:
-			s, err := f.value.String()
-			if err != nil {
-				return "", nil, false
-			}
-			v, kind = s, "string"
-		case cue.IntKind:
-			i, err := f.value.Int64()
-			if err != nil || int64(int(i)) != i {
-				return "", nil, false
-			}
-			v, kind = int(i), "int"
-		case cue.BoolKind:
-			x, err := f.value.Bool()
-			if err != nil {
-				return "", nil, false
-			}
-			v, kind = x, "bool"
-		default:
-			return "", nil, false
-		}
+		kind := kindOf(f.v)
 		if p.unconstrained(typ, def, f.label, kind) {
-			free[f.label] = v
+			if free == nil {
+				free = make(map[string]any, len(fs))
+			}
+			free[f.label] = f.v
 			b.WriteString("\x00*")
 			b.WriteString(kind)
 			continue
 		}
 		b.WriteString("\x00=")
-		b.WriteString(strconv.Quote(kind + ":" + toString(v)))
+		b.WriteString(strconv.Quote(kind + ":" + toString(f.v)))
 	}
-	return b.String(), free, true
+	return b.String(), free
 }
 
 func toString(v any) string {

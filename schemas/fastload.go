@@ -1,0 +1,329 @@
+package schemas
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/token"
+)
+
+// The fast path of a YAML manifest: the subset reader (yamlsub.go) reads
+// the document into Go values; the top level (data, hierarchy, ...) is
+// still built and checked as CUE, without its resources list; the
+// resources are walked as Go values, and only the first resource of each
+// shape (shape.go) is built as CUE and validated. Anything the fast path
+// does not handle, and every manifest with an error, goes the full way
+// again, so errors read exactly as they did: the fast path only ever
+// returns valid manifests. TestFastPathMatches compares both paths.
+
+// fastPath turns the fast path on (tests compare both ways).
+var fastPath = true
+
+// isYAMLName reports whether a manifest named filename is read as YAML.
+func isYAMLName(filename string) bool {
+	switch strings.ToLower(filepath.Ext(filename)) {
+	case ".json", ".cue":
+		return false
+	}
+	return true
+}
+
+// parseFast parses a YAML manifest on the fast path; ok is false when it
+// is left to the full path (outside the subset, or not valid).
+func parseFast(s *schema, filename string, src []byte) (*Manifest, bool) {
+	root, ok := parseSubset(src)
+	if !ok || root.kind != ymap {
+		return nil, false
+	}
+	list := root.get("resources")
+	if ccm := root.get("ccm"); list == nil && ccm != nil {
+		list = ccm.get("resources")
+	}
+	if list != nil && list.kind != yseq {
+		return nil, false
+	}
+	tf := token.NewFile(filename, -1, len(src))
+	tf.SetLinesForContent(src)
+	b := astBuilder{tf: tf, list: list}
+	doc := s.ctx.BuildExpr(b.expr(root))
+	if doc.Err() != nil {
+		return nil, false
+	}
+	p := &loader{s: s, filename: filename, empty: s.ctx.CompileString("{}"), sub: []*ynode{}}
+	if list != nil {
+		p.sub = list.items
+		if p.sub == nil {
+			p.sub = []*ynode{}
+		}
+	}
+	p.tf = tf
+	m := p.manifest(doc)
+	if p.bail || len(p.errs.errs) > 0 {
+		return nil, false
+	}
+	return m, true
+}
+
+// astBuilder turns subset nodes into CUE syntax, with their positions.
+type astBuilder struct {
+	tf *token.File
+	// list is the resources list: built as an empty list.
+	list *ynode
+}
+
+func (b astBuilder) pos(n *ynode) token.Pos {
+	if n.off < 0 || n.line == 0 {
+		return token.NoPos
+	}
+	return b.tf.Pos(n.off, token.NoRelPos)
+}
+
+func (b astBuilder) expr(n *ynode) ast.Expr {
+	switch n.kind {
+	case ymap:
+		s := &ast.StructLit{Lbrace: b.pos(n), Elts: make([]ast.Decl, len(n.keys))}
+		for i, k := range n.keys {
+			l := ast.NewStringLabel(k.val.(string))
+			ast.SetPos(l, b.pos(k))
+			s.Elts[i] = &ast.Field{Label: l, Value: b.expr(n.vals[i])}
+		}
+		return s
+	case yseq:
+		l := &ast.ListLit{Lbrack: b.pos(n)}
+		if n == b.list {
+			return l
+		}
+		l.Elts = make([]ast.Expr, len(n.items))
+		for i, it := range n.items {
+			l.Elts[i] = b.expr(it)
+		}
+		return l
+	}
+	var e ast.Expr
+	switch v := n.val.(type) {
+	case nil:
+		e = ast.NewNull()
+	case bool:
+		e = ast.NewBool(v)
+	case int:
+		e = ast.NewLit(token.INT, fmt.Sprint(v))
+	case string:
+		e = ast.NewString(v)
+	}
+	ast.SetPos(e, b.pos(n))
+	return e
+}
+
+// subPos is the Position of a subset node.
+func (p *loader) subPos(n *ynode) Position {
+	return Position{File: p.filename, Line: n.line, Column: n.col}
+}
+
+// subValue builds a subset node as a CUE value.
+func (p *loader) subValue(n *ynode) cue.Value {
+	return p.s.ctx.BuildExpr(astBuilder{tf: p.tf}.expr(n))
+}
+
+// countSub counts the resources of the subset entries, as countResources
+// does for a list.
+func countSub(entries []*ynode) int {
+	n := 0
+	for _, e := range entries {
+		if e.kind != ymap {
+			continue
+		}
+		if e.get("type") != nil || len(e.keys) != 1 {
+			n++
+			continue
+		}
+		switch v := e.vals[0]; v.kind {
+		case ymap:
+			n++
+		case yseq:
+			for _, item := range v.items {
+				if item.get(defaultsName) == nil {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// resourcesSub is resources over the subset's entries. It handles the
+// flat, block and single shapes when they are valid; anything else sets
+// p.bail.
+func (p *loader) resourcesSub(entries []*ynode, path string) []Resource {
+	out := make([]Resource, 0, countSub(entries))
+	for i, e := range entries {
+		if p.bail {
+			return nil
+		}
+		ep := fmt.Sprintf("%s[%d]", path, i)
+		if e.kind != ymap {
+			p.bail = true
+			return nil
+		}
+		if t := e.get("type"); t != nil {
+			typ, ok := t.val.(string)
+			def, known := p.s.types[typ]
+			if t.kind != yscalar || !ok || !known {
+				p.bail = true
+				return nil
+			}
+			if r, ok := p.resourceSub(typ, def, e, ep, p.subPos(e), p.defaults[typ], ""); ok {
+				out = append(out, r)
+			}
+			continue
+		}
+		if len(e.keys) != 1 {
+			p.bail = true
+			return nil
+		}
+		typ := e.keys[0].val.(string)
+		def, known := p.s.types[typ]
+		if !known {
+			p.bail = true
+			return nil
+		}
+		bp, bpos := join(ep, typ), p.subPos(e.keys[0])
+		switch v := e.vals[0]; {
+		case v.kind == yscalar && v.val == nil:
+		case v.kind == ymap:
+			if v.get("name") == nil {
+				p.bail = true
+				return nil
+			}
+			if r, ok := p.resourceSub(typ, def, v, bp, bpos, p.defaults[typ], ""); ok {
+				out = append(out, r)
+			}
+		case v.kind == yseq:
+			out = p.blockSub(out, typ, def, v.items, bp)
+		default:
+			p.bail = true
+			return nil
+		}
+	}
+	return out
+}
+
+// blockSub is block over the subset's items of a block-shape list.
+func (p *loader) blockSub(out []Resource, typ string, def cue.Value, items []*ynode, path string) []Resource {
+	defaults := p.defaults[typ]
+	for j, item := range items {
+		if p.bail {
+			return nil
+		}
+		if item.kind != ymap || len(item.keys) != 1 {
+			p.bail = true
+			return nil
+		}
+		name, props := item.keys[0].val.(string), item.vals[0]
+		if props.kind == yscalar && props.val == nil {
+			props = nil
+		} else if props.kind != ymap {
+			p.bail = true
+			return nil
+		}
+		np, pos := join(fmt.Sprintf("%s[%d]", path, j), name), p.subPos(item.keys[0])
+		if name == defaultsName {
+			pv := p.empty
+			if props != nil {
+				pv = p.subValue(props)
+			}
+			nameField := field{label: "name", value: p.s.ctx.Encode(defaultsName), pos: pos}
+			_, used, ok := p.build(def, pv, np, pos, []field{nameField}, []string{"name"})
+			if !ok {
+				p.bail = true
+				return nil
+			}
+			var block []field
+			for _, f := range used {
+				if f.label != "name" {
+					block = append(block, f)
+				}
+			}
+			defaults = overlay(p.defaults[typ], block)
+			continue
+		}
+		if r, ok := p.resourceSub(typ, def, props, np, pos, defaults, name); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// resourceSub is resource over a subset mapping of properties (nil for
+// none), with the resource's name when it is a block item's key.
+func (p *loader) resourceSub(typ string, def cue.Value, props *ynode, path string, pos Position, defaults []field, name string) (Resource, bool) {
+	var fs []scalarField
+	keyed := shapeCache
+	if props != nil {
+		fs = make([]scalarField, 0, len(props.keys)+len(defaults)+1)
+		for i, k := range props.keys {
+			v := props.vals[i]
+			if v.kind != yscalar || v.val == nil {
+				keyed = false
+				break
+			}
+			fs = append(fs, scalarField{k.val.(string), v.val})
+		}
+	}
+	if keyed && name != "" && !props.has("name") {
+		fs = append(fs, scalarField{"name", name})
+	}
+	if keyed {
+		for _, f := range defaults {
+			if props.has(f.label) {
+				continue
+			}
+			sf, ok := p.scalarOfCached(f)
+			if !ok {
+				keyed = false
+				break
+			}
+			fs = append(fs, sf)
+		}
+	}
+	var key string
+	if keyed {
+		var free map[string]any
+		key, free = p.shapeKeyOf(typ, def, fs)
+		if s, ok := p.shapes[key]; ok {
+			return p.fromShape(s, free, path, pos), true
+		}
+	}
+	pv := p.empty
+	if props != nil {
+		pv = p.subValue(props)
+	}
+	extra := defaults
+	if name != "" {
+		extra = append([]field{{label: "name", value: p.s.ctx.Encode(name), pos: pos}}, defaults...)
+	}
+	r, ok := p.validateShape(typ, def, pv, path, pos, extra, key, keyed)
+	if !ok {
+		p.bail = true
+	}
+	return r, ok
+}
+
+// scalarOfCached is scalarOf for the fields of defaults, which every
+// resource of their type and block repeats.
+func (p *loader) scalarOfCached(f field) (scalarField, bool) {
+	if p.scalars == nil {
+		p.scalars = map[cue.Value]scalarField{}
+	}
+	if sf, ok := p.scalars[f.value]; ok {
+		return sf, sf.v != nil
+	}
+	sf, ok := scalarOf(f)
+	if !ok {
+		sf = scalarField{label: f.label}
+	}
+	p.scalars[f.value] = sf
+	return sf, ok
+}

@@ -1,0 +1,215 @@
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"cuelang.org/go/cue/cuecontext"
+	cueyaml "cuelang.org/go/encoding/yaml"
+	"github.com/stretchr/testify/require"
+)
+
+// yamlCorpus gathers YAML manifests: the repository's YAML files, the
+// yaml blocks of the README and docs/, and generated ones in every shape.
+func yamlCorpus(t testing.TB) map[string][]byte {
+	cases := map[string][]byte{}
+	_ = filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".yaml", ".yml":
+			if src, err := os.ReadFile(path); err == nil && len(src) < 1<<20 {
+				cases[path] = src
+			}
+		case ".md":
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return nil
+			}
+			for i, m := range yamlBlock.FindAllSubmatch(src, -1) {
+				cases[fmt.Sprintf("%s#%d.yaml", path, i)] = m[1]
+			}
+		}
+		return nil
+	})
+	var b strings.Builder
+	b.WriteString("# a manifest\ndata:\n  greeting: hello\n  n: 3\n  list: [a, 'b', \"c\\n\", 1, true, null]\n  nested:\n    deep: {x: 1, y: [1, 2]}\n    empty:\n")
+	b.WriteString("ordering: graph\nfail_on_error: true\nccm:\n  resources:\n    - file:\n        - defaults: {ensure: present, owner: nobody, group: nogroup, mode: \"0644\"}\n")
+	for i := range 40 {
+		fmt.Fprintf(&b, "        - /tmp/fast/f%03d.conf:\n            content: \"{{ lookup('data.greeting') }} from file %d\\n\"\n", i, i)
+		if i%7 == 3 {
+			fmt.Fprintf(&b, "            require: [\"file#/tmp/fast/f%03d.conf\"]\n", i-1)
+		}
+		if i%11 == 5 {
+			b.WriteString("            mode: '0600'   # private\n")
+		}
+	}
+	b.WriteString("    - exec:\n        - /usr/bin/touch /tmp/fast/marker:\n            creates: /tmp/fast/marker\n            timeout: 30s\n")
+	b.WriteString("    - package: {name: sl, ensure: latest}\n")
+	b.WriteString("    - service:\n        name: cron\n        ensure: running\n")
+	cases["generated-block.yaml"] = []byte(b.String())
+	cases["generated-flat.yaml"] = []byte(`resources:
+- type: file
+  name: /tmp/flat/a
+  content: "a"
+  owner: root
+- {type: file, name: /tmp/flat/b, content: b, mode: "0755"}
+-   type: exec
+    name: "echo hi"
+    control:
+      if: "{{ true }}"
+    health_checks:
+      - command: /bin/true
+        tries: 2
+    retry: 3
+- type: file
+  name: '/tmp/flat/it''s'
+  ensure: absent
+defaults:
+  file: {owner: nobody}
+hierarchy:
+  order: ["os:{{ lookup('facts.os') }}"]
+overrides:
+  "os:linux": {greeting: hi}
+pre_message: "starting {{ lookup('data.greeting') }}"
+`)
+	cases["generated-edge.yaml"] = []byte("resources:\n  - file:\n    - /tmp/e/a:\n    - /tmp/e/b: {}\n    - \"/tmp/e/c\":\n        content: \"\\u00e9t\\u00e9 \\\"q\\\"\"\n    - /tmp/e/d: {content: 'x: y', mode: \"0644\"}\n  - exec: []\n  - package:\n")
+	cases["generated-dup.yaml"] = []byte("resources:\n  - file:\n    - /tmp/d/a:\n        content: a\n        content: b\n")
+	cases["generated-numbers.yaml"] = []byte("data:\n  a: 0644\n  b: 1.5\n  c: 1e3\n  d: 0x1f\n  e: .inf\n  f: 2001-12-14\n  g: -7\n  h: 30s\n  i: yes\n  j: ~\nresources: []\n")
+	cases["generated-tags.yaml"] = []byte("data:\n  a: &x 1\n  b: *x\n  c: !!str 3\n  d: |\n    text\nresources: []\n")
+	cases["generated-errors.yaml"] = []byte("resources:\n  - file:\n    - /tmp/x:\n        mode: 644\n        ownr: x\n  - nosuch: []\n  - {type: exec, name: one, timeout: soon}\n")
+	return cases
+}
+
+var yamlBlock = regexp.MustCompile("(?s)```ya?ml\n(.*?)```")
+
+// mutations returns variants of src with one line dropped, indented or
+// cut, which exercise the subset reader's refusals and the loader's errors.
+func mutations(src []byte) [][]byte {
+	lines := strings.Split(string(src), "\n")
+	var out [][]byte
+	for i := 0; i < len(lines) && i < 20; i++ {
+		drop := append(append([]string{}, lines[:i]...), lines[i+1:]...)
+		out = append(out, []byte(strings.Join(drop, "\n")))
+		ind := append([]string{}, lines...)
+		ind[i] = " " + ind[i]
+		out = append(out, []byte(strings.Join(ind, "\n")))
+		cut := append([]string{}, lines...)
+		cut[i] = cut[i][:len(cut[i])/2]
+		out = append(out, []byte(strings.Join(cut, "\n")))
+	}
+	return out
+}
+
+// The fast path returns exactly what the full path returns, for every
+// manifest it takes; the others (invalid ones included) it leaves to the
+// full path, whose errors are the contract.
+func TestFastPathMatches(t *testing.T) {
+	corpus := yamlCorpus(t)
+	require.Greater(t, len(corpus), 40)
+	taken, total := 0, 0
+	check := func(name string, src []byte) {
+		total++
+		s, err := newSchema()
+		require.NoError(t, err)
+		fast, ok := parseFast(s, "m.yaml", src)
+		fastPath = false
+		full, ferr := parseUnchecked("m.yaml", src)
+		fastPath = true
+		if !ok {
+			return
+		}
+		taken++
+		require.NoError(t, ferr, "%s: the fast path took a manifest the full path refuses:\n%s", name, src)
+		require.Equal(t, full, fast, "%s:\n%s", name, src)
+	}
+	for name, src := range corpus {
+		check(name, src)
+		if strings.HasPrefix(name, "generated") {
+			for i, m := range mutations(src) {
+				check(fmt.Sprintf("%s mutation %d", name, i), m)
+			}
+		}
+	}
+	t.Logf("fast path took %d of %d manifests", taken, total)
+	require.Greater(t, taken, 60)
+	s, _ := newSchema()
+	for _, name := range []string{"generated-block.yaml", "generated-flat.yaml", "generated-edge.yaml"} {
+		_, ok := parseFast(s, "m.yaml", corpus[name])
+		require.True(t, ok, "%s should take the fast path", name)
+	}
+	for _, name := range []string{"generated-dup.yaml", "generated-numbers.yaml", "generated-tags.yaml", "generated-errors.yaml"} {
+		_, ok := parseFast(s, "m.yaml", corpus[name])
+		require.False(t, ok, "%s should take the full path", name)
+	}
+}
+
+// What the subset reader accepts it reads as yaml.v3 and CUE's YAML
+// decoder do, value for value.
+func TestSubsetMatchesYAML(t *testing.T) {
+	n := 0
+	for name, src := range yamlCorpus(t) {
+		for i, s := range append([][]byte{src}, mutations(src)...) {
+			if subsetAgrees(t, fmt.Sprintf("%s/%d", name, i), s) {
+				n++
+			}
+		}
+	}
+	require.Greater(t, n, 100)
+}
+
+func FuzzSubsetMatchesYAML(f *testing.F) {
+	for _, src := range yamlCorpus(f) {
+		f.Add(src)
+	}
+	f.Fuzz(func(t *testing.T, src []byte) { subsetAgrees(t, "fuzz", src) })
+}
+
+// subsetAgrees compares the subset reader's reading of src with CUE's,
+// when the subset reader takes it; it reports whether it did.
+func subsetAgrees(t *testing.T, name string, src []byte) bool {
+	root, ok := parseSubset(src)
+	if !ok {
+		return false
+	}
+	f, err := cueyaml.Extract("m.yaml", src)
+	require.NoError(t, err, "%s: the subset took what yaml.v3 refuses:\n%s", name, src)
+	v := cuecontext.New().BuildFile(f)
+	require.NoError(t, v.Err(), "%s", name)
+	var want any
+	require.NoError(t, v.Decode(&want), "%s", name)
+	wj, err := json.Marshal(want)
+	require.NoError(t, err)
+	gj, err := json.Marshal(plain(root))
+	require.NoError(t, err)
+	require.JSONEq(t, string(wj), string(gj), "%s:\n%s", name, src)
+	return true
+}
+
+// plain turns a subset node into Go values.
+func plain(n *ynode) any {
+	switch n.kind {
+	case ymap:
+		m := map[string]any{}
+		for i, k := range n.keys {
+			m[k.val.(string)] = plain(n.vals[i])
+		}
+		return m
+	case yseq:
+		l := []any{}
+		for _, it := range n.items {
+			l = append(l, plain(it))
+		}
+		return l
+	}
+	return n.val
+}
