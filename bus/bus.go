@@ -57,6 +57,13 @@ type Config struct {
 	// files: for the embedded engine of `manifold apply`, whose store is
 	// private to the process and removed when it exits.
 	MemoryStorage bool
+	// PoolMaxWaiting is how many pull requests a pool's consumer holds
+	// at once: one per idle worker of the pool, so it must exceed the
+	// largest pool (past it the server refuses pulls with 409 Exceeded
+	// MaxWaiting and workers back off). Set when the consumer is created:
+	// an existing consumer keeps its own (docs/fleet-scale.md). Defaults
+	// to 65536.
+	PoolMaxWaiting int
 	// Domain is the JetStream domain manifold's streams and buckets live
 	// in, for a client connected to a leafnode server of another domain
 	// (a site's): its JetStream calls go to $JS.<Domain>.API. Empty uses
@@ -80,6 +87,9 @@ func (cfg Config) WithDefaults() Config {
 		cfg.MaxBundleBytes = 64 << 20
 	}
 	cfg.HistoryMaxAge = durationOr(cfg.HistoryMaxAge, 7*24*time.Hour)
+	if cfg.PoolMaxWaiting <= 0 {
+		cfg.PoolMaxWaiting = 65536
+	}
 	return cfg
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,43 +15,91 @@ import (
 
 // Consumer pulls messages one at a time from a durable work-queue consumer.
 // Any number of processes may bind to the same durable; each message goes
-// to one of them.
+// to one of them. A Consumer keeps one inbox subscription for its pulls
+// (made on the first Next, dropped when a Next ends with its context), so
+// an idle consumer costs one pull request per pullExpiry, not a
+// subscription per fetch. Next calls on one Consumer take turns: bind one
+// Consumer per puller.
 type Consumer struct {
-	c jetstream.Consumer
+	c    jetstream.Consumer
+	nc   *nats.Conn
+	next string // API subject of pull requests
+
+	turn chan struct{} // held by the Next in progress
+
+	// Owned by the Next holding turn.
+	inbox  string
+	sub    *nats.Subscription
+	msgs   chan *nats.Msg
+	status chan nats.Status // reconnections: the pull waiting on the old server is gone
+	pulls  uint64
 }
 
 // Delivery is one message handed to a consumer. Ack only after the work it
 // stands for is durable.
 type Delivery struct {
-	msg jetstream.Msg
+	m delivered
 	// Attempt is the JetStream delivery count (1 on first delivery).
 	Attempt int
 	// Ctx carries the trace context from the message headers.
 	Ctx context.Context
 }
 
+// delivered is what a Delivery settles: a message pulled from a consumer,
+// or a pinned task read from the stream (pinned.go).
+type delivered interface {
+	Data() []byte
+	Subject() string
+	ack(ctx context.Context) error
+	inProgress() error
+	nak(delay time.Duration) error
+	term(reason string) error
+}
+
 // Data returns the message body.
-func (d *Delivery) Data() []byte { return d.msg.Data() }
+func (d *Delivery) Data() []byte { return d.m.Data() }
 
 // Subject returns the message subject.
-func (d *Delivery) Subject() string { return d.msg.Subject() }
+func (d *Delivery) Subject() string { return d.m.Subject() }
 
 // Ack acknowledges the message and waits for the server to confirm.
 func (d *Delivery) Ack(ctx context.Context) error {
-	if _, err := retryNoLeader(ctx, func() (struct{}, error) { return struct{}{}, d.msg.DoubleAck(ctx) }); err != nil {
+	if _, err := retryNoLeader(ctx, func() (struct{}, error) { return struct{}{}, d.m.ack(ctx) }); err != nil {
 		return fmt.Errorf("bus: ack: %w", err)
 	}
 	return nil
 }
 
 // InProgress resets the redelivery timer: call it on a ticker while working.
-func (d *Delivery) InProgress() error { return d.msg.InProgress() }
+func (d *Delivery) InProgress() error { return d.m.inProgress() }
 
 // Nak asks for redelivery after delay.
-func (d *Delivery) Nak(delay time.Duration) error { return d.msg.NakWithDelay(delay) }
+func (d *Delivery) Nak(delay time.Duration) error { return d.m.nak(delay) }
 
 // Term stops redelivery of a message that can never be handled.
-func (d *Delivery) Term(reason string) error { return d.msg.TermWithReason(reason) }
+func (d *Delivery) Term(reason string) error { return d.m.term(reason) }
+
+// pulled is a message a pull request brought: settled on its $JS.ACK
+// reply subject.
+type pulled struct{ m *nats.Msg }
+
+func (p pulled) Data() []byte      { return p.m.Data }
+func (p pulled) Subject() string   { return p.m.Subject }
+func (p pulled) inProgress() error { return p.m.InProgress() }
+func (p pulled) ack(ctx context.Context) error {
+	err := p.m.AckSync(nats.Context(ctx))
+	if errors.Is(err, nats.ErrMsgAlreadyAckd) {
+		return nil
+	}
+	return err
+}
+func (p pulled) nak(delay time.Duration) error { return p.m.NakWithDelay(delay) }
+func (p pulled) term(reason string) error {
+	if reason == "" {
+		return p.m.Term()
+	}
+	return p.m.Respond([]byte("+TERM " + reason))
+}
 
 // ConsumerOpts tune a consumer.
 type ConsumerOpts struct {
@@ -60,6 +110,9 @@ type ConsumerOpts struct {
 	// InactiveThreshold removes the consumer after that long without
 	// clients; zero keeps it.
 	InactiveThreshold time.Duration
+	// MaxWaiting caps the pull requests waiting on the consumer; zero
+	// takes the server's default (512).
+	MaxWaiting int
 }
 
 func (b *Bus) consumer(ctx context.Context, stream, durable, filter string, o ConsumerOpts) (*Consumer, error) {
@@ -76,11 +129,30 @@ func (b *Bus) consumer(ctx context.Context, stream, durable, filter string, o Co
 	if cfg.MaxDeliver == 0 {
 		cfg.MaxDeliver = b.cfg.TaskMaxDeliver
 	}
+	cfg.MaxWaiting = o.MaxWaiting
 	c, err := b.js.CreateOrUpdateConsumer(ctx, stream, cfg)
+	if err != nil && cfg.MaxWaiting != 0 && strings.Contains(err.Error(), "max waiting can not be updated") {
+		// Created with another MaxWaiting (an earlier version, or
+		// another PoolMaxWaiting): the server keeps it; so do we.
+		var existing jetstream.Consumer
+		if existing, err = b.js.Consumer(ctx, stream, durable); err == nil {
+			cfg.MaxWaiting = existing.CachedInfo().Config.MaxWaiting
+			c, err = b.js.CreateOrUpdateConsumer(ctx, stream, cfg)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bus: consumer %s on %s: %w", durable, stream, err)
 	}
-	return &Consumer{c: c}, nil
+	return &Consumer{c: c, nc: b.nc, next: b.apiPrefix() + "CONSUMER.MSG.NEXT." + stream + "." + durable,
+		turn: make(chan struct{}, 1)}, nil
+}
+
+// apiPrefix is the prefix of JetStream API subjects in the bus's domain.
+func (b *Bus) apiPrefix() string {
+	if b.cfg.Domain != "" {
+		return "$JS." + b.cfg.Domain + ".API."
+	}
+	return "$JS.API."
 }
 
 // TaskConsumer binds to the durable consumer of a pool's tasks.
@@ -88,11 +160,14 @@ func (b *Bus) TaskConsumer(ctx context.Context, pool string) (*Consumer, error) 
 	if err := ValidToken(pool); err != nil {
 		return nil, fmt.Errorf("bus: pool name: %w", err)
 	}
-	return b.consumer(ctx, StreamTasks, "tasks-"+pool, TaskSubject(pool), ConsumerOpts{})
+	return b.consumer(ctx, StreamTasks, "tasks-"+pool, TaskSubject(pool), ConsumerOpts{MaxWaiting: b.cfg.PoolMaxWaiting})
 }
 
-// PinnedTaskConsumer binds to the consumer of the pool only the named
-// worker takes; it goes away an hour after its worker is gone.
+// PinnedTaskConsumer binds to a durable consumer of the pool only the
+// named worker takes; it goes away an hour after its worker is gone.
+// Workers read their pinned tasks with PinnedTasks instead, which needs no
+// consumer (a consumer per worker stops a fleet at the server's 1,000
+// consumers per stream); this stays for tools that drain such a pool.
 func (b *Bus) PinnedTaskConsumer(ctx context.Context, worker string) (*Consumer, error) {
 	pool := PinnedPool(worker)
 	if err := ValidToken(pool); err != nil {
@@ -136,71 +211,150 @@ func (c *Consumer) Waiting(ctx context.Context) (waiting, max int, err error) {
 	return info.NumWaiting, info.Config.MaxWaiting, nil
 }
 
+// pullExpiry is how long one pull request waits on the server for a
+// message; pullGrace is how much longer Next waits for its end before it
+// pulls again (a pull lost to a server restart).
+const (
+	pullExpiry = 30 * time.Second
+	pullGrace  = 5 * time.Second
+)
+
 // Next blocks until a message arrives or ctx ends (then it returns ctx's
-// error).
+// error). One pull request of one message is outstanding while it waits;
+// concurrent calls on one Consumer take turns.
 func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
+	select {
+	case c.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-c.turn }()
 	refused := 0 // pulls refused in a row
 	for {
 		if err := ctx.Err(); err != nil {
+			c.unsubscribe()
 			return nil, err
 		}
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		batch, err := c.c.Fetch(1, jetstream.FetchContext(fctx))
-		if err != nil {
-			cancel()
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+		if c.nc.IsClosed() {
+			c.unsubscribe()
+			return nil, fmt.Errorf("bus: fetch: %w", nats.ErrConnectionClosed)
+		}
+		if c.sub == nil {
+			if err := c.subscribe(); err != nil {
+				return nil, err
 			}
+		}
+		c.pulls++
+		reply := c.inbox + "." + strconv.FormatUint(c.pulls, 36)
+		req := fmt.Appendf(nil, `{"batch":1,"expires":%d}`, pullExpiry.Nanoseconds())
+		if err := c.nc.PublishRequest(c.next, reply, req); err != nil {
 			if errors.Is(err, nats.ErrConnectionClosed) {
+				c.unsubscribe()
 				return nil, fmt.Errorf("bus: fetch: %w", err)
 			}
-			// Transient (reconnecting, leader election): try again shortly.
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(100 * time.Millisecond):
+			// Transient (reconnecting): try again shortly.
+			if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+				c.unsubscribe()
+				return nil, err
 			}
 			continue
 		}
-		var msg jetstream.Msg
-	wait:
-		for {
-			select {
-			case m, ok := <-batch.Messages():
-				if !ok {
-					break wait
-				}
-				msg = m
-			case <-ctx.Done():
-				cancel()
-				if msg != nil {
-					// Taken but not handed out: let it go to another
-					// consumer at once.
-					_ = msg.Nak()
-				}
-				return nil, ctx.Err()
-			}
+		m, refusal, err := c.await(ctx, reply)
+		if err != nil {
+			c.unsubscribe()
+			return nil, err
 		}
-		cancel()
-		if msg == nil {
-			// The server refused the pull (409: too many waiting pulls
-			// on the consumer, a leader change): fetching again at once
-			// spins on both sides, so back off, with jitter.
-			if batch.Error() != nil {
-				refused++
-				if err := sleepCtx(ctx, refusedBackoff(refused)); err != nil {
-					return nil, err
-				}
+		if m != nil {
+			d := &Delivery{m: pulled{m}, Attempt: 1, Ctx: ExtractTrace(context.Background(), m.Header)}
+			if md, err := m.Metadata(); err == nil {
+				d.Attempt = int(md.NumDelivered)
 			}
+			return d, nil
+		}
+		if !refusal {
+			refused = 0
 			continue
 		}
-		refused = 0
-		d := &Delivery{msg: msg, Attempt: 1, Ctx: ExtractTrace(context.Background(), msg.Headers())}
-		if md, err := msg.Metadata(); err == nil {
-			d.Attempt = int(md.NumDelivered)
+		// The server refused the pull (409: too many waiting pulls on
+		// the consumer, a leader change, the consumer gone): pulling
+		// again at once spins on both sides, so back off, with jitter.
+		refused++
+		if err := sleepCtx(ctx, refusedBackoff(refused)); err != nil {
+			c.unsubscribe()
+			return nil, err
 		}
-		return d, nil
 	}
+}
+
+// await waits for a message or for the end of the pull answered on reply
+// (its expiry, a reconnection, or no word within pullExpiry+pullGrace).
+// refused is true when the server refused the pull.
+func (c *Consumer) await(ctx context.Context, reply string) (m *nats.Msg, refused bool, err error) {
+	t := time.NewTimer(pullExpiry + pullGrace)
+	defer t.Stop()
+	for {
+		select {
+		case m := <-c.msgs:
+			if strings.HasPrefix(m.Reply, "$JS.ACK.") {
+				// A message, of this pull or of one given up on before:
+				// either is ours to handle.
+				return m, false, nil
+			}
+			if m.Subject != reply {
+				continue // the end of an earlier pull
+			}
+			switch m.Header.Get("Status") {
+			case "100": // idle heartbeat
+				continue
+			case "404", "408": // no message in time: pull again
+				return nil, false, nil
+			default:
+				return nil, true, nil
+			}
+		case <-c.status:
+			return nil, false, nil
+		case <-t.C:
+			return nil, false, nil
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+}
+
+// subscribe makes the inbox subscription the pulls are answered on.
+func (c *Consumer) subscribe() error {
+	c.inbox = c.nc.NewInbox()
+	c.msgs = make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(c.inbox+".*", c.msgs)
+	if err != nil {
+		return fmt.Errorf("bus: fetch: %w", err)
+	}
+	c.sub = sub
+	c.status = c.nc.StatusChanged(nats.CONNECTED)
+	return nil
+}
+
+// unsubscribe drops the inbox subscription (the Next holding it ended
+// with its context): a message a pull brought after that goes back to the
+// consumer at once.
+func (c *Consumer) unsubscribe() {
+	if c.sub == nil {
+		return
+	}
+	_ = c.sub.Unsubscribe()
+	c.nc.RemoveStatusListener(c.status)
+	for {
+		select {
+		case m := <-c.msgs:
+			if strings.HasPrefix(m.Reply, "$JS.ACK.") {
+				_ = m.Nak()
+			}
+			continue
+		default:
+		}
+		break
+	}
+	c.sub, c.msgs, c.status = nil, nil, nil
 }
 
 // refusedBackoff is the wait after the n-th pull refused in a row: 50 ms

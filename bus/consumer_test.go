@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +17,32 @@ import (
 // hundreds of idle workers on one pool) waits before it pulls again,
 // instead of spinning on both sides.
 func TestRefusedPullsBackOff(t *testing.T) {
-	srv, b := bustest.Start(t, bus.Config{})
+	// A pool consumer created with a small MaxWaiting (the default,
+	// PoolMaxWaiting, is sized for a fleet: see TestPoolMaxWaiting).
+	srv, b := bustest.Start(t, bus.Config{PoolMaxWaiting: 8})
 	ctx := ctxT(t)
 	c1, err := b.TaskConsumer(ctx, "busy")
 	require.NoError(t, err)
 	_, most, err := c1.Waiting(ctx)
 	require.NoError(t, err)
-	// Idle workers fill every waiting pull the pool's consumer takes.
+	require.Equal(t, 8, most)
+	// Idle workers fill every waiting pull the pool's consumer takes:
+	// one Consumer each (a Consumer has one pull out at a time).
 	idle, cancelIdle := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer cancelIdle()
 	for range most {
-		go func() { _, _ = c1.Next(idle) }()
+		c, err := b.TaskConsumer(ctx, "busy")
+		require.NoError(t, err)
+		wg.Go(func() { _, _ = c.Next(idle) })
 	}
 	require.Eventually(t, func() bool {
 		waiting, most, err := c1.Waiting(ctx)
 		return err == nil && waiting >= most
 	}, 10*time.Second, 10*time.Millisecond)
 
-	second := bustest.Open(t, srv, bus.Config{})
+	second := bustest.Open(t, srv, bus.Config{PoolMaxWaiting: 8})
 	c2, err := second.TaskConsumer(ctx, "busy")
 	require.NoError(t, err)
 	before := second.Conn().Stats().OutMsgs
@@ -41,8 +50,74 @@ func TestRefusedPullsBackOff(t *testing.T) {
 	defer cancel()
 	_, err = c2.Next(short)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	// Pulls (and their unsubscriptions) in that second: a handful with
-	// the back-off, thousands without.
+	// Pulls in that second: a handful with the back-off, thousands
+	// without.
 	sent := second.Conn().Stats().OutMsgs - before
 	require.Less(t, sent, uint64(60), "pulls refused by the server must back off")
+}
+
+// TestPoolMaxWaiting: a pool's consumer takes a fleet's idle workers'
+// pulls (NATS's default is 512), each Consumer pulls on one persistent
+// inbox subscription (not one per fetch), and a consumer created with
+// another MaxWaiting is bound as it is.
+func TestPoolMaxWaiting(t *testing.T) {
+	srv, b := bustest.Start(t, bus.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := b.TaskConsumer(ctx, "fleet")
+	require.NoError(t, err)
+	_, most, err := c.Waiting(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 65536, most)
+
+	// 520 idle pullers, more than NATS's default: all wait, none refused.
+	const idlers = 520
+	idle, cancelIdle := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancelIdle()
+	for range idlers {
+		c, err := b.TaskConsumer(ctx, "fleet")
+		require.NoError(t, err)
+		wg.Go(func() { _, _ = c.Next(idle) })
+	}
+	require.Eventually(t, func() bool {
+		waiting, _, err := c.Waiting(ctx)
+		return err == nil && waiting == idlers
+	}, 20*time.Second, 20*time.Millisecond)
+
+	// One subscription per Consumer, kept across its pulls: tasks taken
+	// one after another by one Consumer add no subscription.
+	other := bustest.Open(t, srv, bus.Config{})
+	taker, err := other.TaskConsumer(ctx, "solo")
+	require.NoError(t, err)
+	subsBefore := other.Conn().NumSubscriptions()
+	for i := range 5 {
+		require.NoError(t, other.PublishTask(ctx, bus.Task{RunID: "r", Task: i, Pool: "solo", Manifest: "m.yaml"}))
+		d, err := taker.Next(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, d.Attempt)
+		require.NoError(t, d.Ack(ctx))
+		require.Equal(t, subsBefore+1, other.Conn().NumSubscriptions(), "task %d", i)
+	}
+	// Its context ended, a Consumer drops its subscription.
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	_, err = taker.Next(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, subsBefore, other.Conn().NumSubscriptions())
+
+	// A consumer made with another MaxWaiting (an earlier version's 512)
+	// is bound, not refused.
+	small := bustest.Open(t, srv, bus.Config{PoolMaxWaiting: 512})
+	old, err := small.TaskConsumer(ctx, "older")
+	require.NoError(t, err)
+	_, most, err = old.Waiting(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 512, most)
+	again, err := b.TaskConsumer(ctx, "older")
+	require.NoError(t, err)
+	_, most, err = again.Waiting(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 512, most)
 }

@@ -27,20 +27,18 @@ type registration struct {
 // poolWorkers returns the registrations of the live workers of pool,
 // sorted by name.
 func poolWorkers(ctx context.Context, b *bus.Bus, pool string) ([]registration, error) {
-	keys, err := b.Workers().Keys(ctx)
-	if err != nil {
-		return nil, err
-	}
+	// One pass over the bucket (bus.Scan): a Get per worker was 10,000
+	// round trips at the start of a fan-out of 10,000 hosts.
 	var regs []registration
-	for _, k := range keys {
-		e, err := b.Workers().Get(ctx, k)
-		if err != nil {
-			continue // expired meanwhile
-		}
+	err := b.Scan(ctx, b.Workers(), func(e bus.Entry) error {
 		var reg registration
 		if json.Unmarshal(e.Value, &reg) == nil && slices.Contains(reg.Pools, pool) {
 			regs = append(regs, reg)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(regs, func(a, b registration) int { return strings.Compare(a.Name, b.Name) })
 	return regs, nil

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/internal/bundle"
 )
@@ -243,21 +245,36 @@ func getReport(ctx context.Context, b *bus.Bus, runID string, level int) (*Repor
 	if level >= maxReportDepth {
 		return rep, nil
 	}
+	// Children are read side by side: a fan-out has one per host, each
+	// a record and a stored report away (three round trips or more), and
+	// read one after another 1,000 of them missed the CLI's deadline.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(childReportReads)
 	for i := range rep.Resources {
 		id := rep.Resources[i].ChildRunID
 		if id == "" {
 			continue
 		}
-		child, err := getReport(ctx, b, id, level+1)
-		if errors.Is(err, bus.ErrNotFound) {
-			continue // not started yet
-		} else if err != nil {
-			return nil, err
-		}
-		rep.Resources[i].Child = child
+		g.Go(func() error {
+			child, err := getReport(gctx, b, id, level+1)
+			if errors.Is(err, bus.ErrNotFound) {
+				return nil // not started yet
+			} else if err != nil {
+				return err
+			}
+			rep.Resources[i].Child = child
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }
+
+// childReportReads is how many child reports of one run are read at
+// once.
+const childReportReads = 32
 
 // runReport is the report of one run, without child reports.
 func runReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {

@@ -240,7 +240,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.cancel != nil || w.stopped {
 		return errors.New("worker: already started")
 	}
-	consumers := make([]*bus.Consumer, 0, len(w.cfg.Pools)+1)
+	consumers := make([]taskSource, 0, len(w.cfg.Pools)+1)
 	for _, pool := range w.cfg.Pools {
 		c, err := w.bus.TaskConsumer(ctx, pool)
 		if err != nil {
@@ -248,8 +248,10 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 		consumers = append(consumers, c)
 	}
-	// Its own pool, for runs pinned to this worker (fleet fan-out).
-	pinned, err := w.bus.PinnedTaskConsumer(ctx, w.cfg.Name)
+	// Its own pool, for runs pinned to this worker (fleet fan-out): read
+	// without a consumer of its own, so a fleet is not bounded by the
+	// server's consumers per stream (bus.PinnedTasks).
+	pinned, err := w.bus.PinnedTasks(ctx, w.cfg.Name)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -314,8 +316,14 @@ func (w *Worker) stop(hard bool) {
 	}
 }
 
+// taskSource hands out the tasks of one pool: a pool's consumer, or the
+// worker's own pool (bus.PinnedTasks).
+type taskSource interface {
+	Next(ctx context.Context) (*bus.Delivery, error)
+}
+
 // take pulls tasks of one pool while slots are free.
-func (w *Worker) take(takeCtx, killCtx context.Context, pool string, c *bus.Consumer) {
+func (w *Worker) take(takeCtx, killCtx context.Context, pool string, c taskSource) {
 	for {
 		// Wait for capacity, without holding it while this pool is idle:
 		// a worker of several pools (its own pool included) must not let

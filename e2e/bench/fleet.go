@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/manifold-run/manifold/bus"
 )
@@ -280,6 +281,7 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 			}
 		}
 	}
+	c.logStreams(ctx, n)
 	row.ServerPeakKiB = procStatus(c.server.cmd.Process.Pid, "VmHWM")
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		row.Load = strings.Join(strings.Fields(string(b))[:3], " ")
@@ -525,4 +527,23 @@ func procStatus(pid int, field string) int64 {
 		return 0
 	}
 	return n
+}
+
+// logStreams logs what every stream holds after the runs (messages,
+// bytes, subjects): what a fleet run leaves behind in the server.
+func (c *cluster) logStreams(ctx context.Context, n int) {
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		return
+	}
+	names := js.StreamNames(ctx)
+	for name := range names.Name() {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			continue
+		}
+		st := s.CachedInfo().State
+		c.h.log.Info("fleet stream", "hosts", n, "stream", name, "msgs", st.Msgs, "bytes", st.Bytes,
+			"subjects", st.NumSubjects, "deleted", st.NumDeleted, "consumers", st.Consumers)
+	}
 }

@@ -1,0 +1,269 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// pinnedIdlePoll is how often an idle worker looks for pinned tasks
+// without being woken (a wake lost while its connection was down).
+const pinnedIdlePoll = 2 * time.Minute
+
+// PinnedTasks hands out the tasks of a worker's own pool (runs pinned to
+// it: fleet fan-outs, assignments) without a JetStream consumer. The
+// worker subscribes to its pool's subject in core NATS, which wakes it
+// when a coordinator publishes a task there, reads the task from the
+// tasks stream by subject (the first message of its subject past the
+// ones it holds) and deletes it from the stream when it acks. A fleet of
+// N workers then costs the server N subscriptions instead of N durable
+// consumers (NATS allows 1,000 per stream by default, and each has its
+// own stored state and pull loop).
+//
+// Delivery semantics match a consumer's for the one worker that reads
+// the pool: a task stays in the stream until acked or termed; Nak hands
+// it out again after its delay; a worker that restarts reads what its
+// predecessor left (with Attempt 2, so results recorded by an earlier
+// delivery are looked up); after the bus's TaskMaxDeliver deliveries by
+// one process a task is dropped. There is no ack deadline: a task held
+// by a live worker is not redelivered (InProgress is a no-op). Two
+// processes must not share a worker name (each would run every task).
+type PinnedTasks struct {
+	b       *Bus
+	stream  jetstream.Stream
+	subject string
+	before  uint64 // last sequence of the stream when opened
+
+	turn chan struct{} // held by the Next in progress
+
+	// Owned by the Next holding turn.
+	sub    *nats.Subscription
+	wake   chan *nats.Msg
+	status chan nats.Status
+
+	// Every task of the pool below cursor has been handed out: it is
+	// settled, held, or nak'd and then in again.
+	mu      sync.Mutex
+	cursor  uint64              // next sequence to look from
+	handed  map[uint64]int      // deliveries by this process of unsettled tasks
+	naked   map[uint64]struct{} // nak'd tasks due again (delay passed)
+	renudge chan struct{}       // a nak'd task is due again
+}
+
+// due returns (and forgets) the lowest nak'd task due again, or 0. The
+// caller holds mu.
+func (p *PinnedTasks) due() uint64 {
+	var low uint64
+	for seq := range p.naked {
+		if low == 0 || seq < low {
+			low = seq
+		}
+	}
+	delete(p.naked, low)
+	return low
+}
+
+// PinnedTasks returns the reader of the named worker's own pool.
+func (b *Bus) PinnedTasks(ctx context.Context, worker string) (*PinnedTasks, error) {
+	pool := PinnedPool(worker)
+	if err := ValidToken(pool); err != nil {
+		return nil, fmt.Errorf("bus: worker name: %w", err)
+	}
+	s, err := b.js.Stream(ctx, StreamTasks)
+	if err != nil {
+		return nil, fmt.Errorf("bus: pinned tasks of %s: %w", worker, err)
+	}
+	return &PinnedTasks{b: b, stream: s, subject: TaskSubject(pool), before: s.CachedInfo().State.LastSeq,
+		turn: make(chan struct{}, 1), cursor: 1, handed: map[uint64]int{}, naked: map[uint64]struct{}{}, renudge: make(chan struct{}, 1)}, nil
+}
+
+// Next blocks until a task of the pool is there or ctx ends (then it
+// returns ctx's error and drops its subscription until the next call).
+func (p *PinnedTasks) Next(ctx context.Context) (*Delivery, error) {
+	select {
+	case p.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-p.turn }()
+	if p.sub == nil {
+		if err := p.subscribe(); err != nil {
+			return nil, err
+		}
+	}
+	burst := 0 // reads since a wake that found nothing
+	failed := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			p.unsubscribe()
+			return nil, err
+		}
+		p.mu.Lock()
+		from, again := p.cursor, p.due()
+		p.mu.Unlock()
+		var msg *jetstream.RawStreamMsg
+		var err error
+		if again != 0 {
+			msg, err = p.stream.GetMsg(ctx, again)
+		} else {
+			msg, err = p.stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(p.subject))
+		}
+		switch {
+		case err == nil:
+			if d := p.hand(msg, again != 0); d != nil {
+				return d, nil
+			}
+			continue
+		case errors.Is(err, jetstream.ErrMsgNotFound) && again != 0:
+			continue // settled meanwhile
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			failed = 0
+		case errors.Is(err, nats.ErrConnectionClosed):
+			p.unsubscribe()
+			return nil, fmt.Errorf("bus: pinned tasks: %w", err)
+		default:
+			if ctx.Err() != nil {
+				continue
+			}
+			// Transient (reconnecting, leader election): read again soon.
+			failed++
+			if err := sleepCtx(ctx, refusedBackoff(failed)); err != nil {
+				p.unsubscribe()
+				return nil, err
+			}
+			continue
+		}
+		// Nothing past the cursor. A wake can come before the stream
+		// has stored its message: read again a few times, then wait.
+		wait := pinnedIdlePoll/2 + time.Duration(rand.Int64N(int64(pinnedIdlePoll)))
+		if burst > 0 && burst < 12 {
+			wait = time.Millisecond << burst // 2 ms … 2 s
+			burst++
+		} else {
+			burst = 0
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-p.wake:
+			p.drainWakes()
+			burst = 1
+		case <-p.status:
+			burst = 1
+		case <-p.renudge:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// hand turns a message read from the stream into a Delivery, or returns
+// nil after dropping one delivered TaskMaxDeliver times already.
+func (p *PinnedTasks) hand(msg *jetstream.RawStreamMsg, again bool) *Delivery {
+	p.mu.Lock()
+	if !again {
+		p.cursor = msg.Sequence + 1
+	}
+	n := p.handed[msg.Sequence]
+	if n == 0 && msg.Sequence <= p.before {
+		n = 1 // there before this process: an earlier one may have had it
+	}
+	n++
+	p.handed[msg.Sequence] = n
+	p.mu.Unlock()
+	m := &pinnedMsg{p: p, msg: msg}
+	if n > p.b.cfg.TaskMaxDeliver {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = m.settle(ctx)
+		return nil
+	}
+	return &Delivery{m: m, Attempt: n, Ctx: ExtractTrace(context.Background(), msg.Header)}
+}
+
+func (p *PinnedTasks) subscribe() error {
+	p.wake = make(chan *nats.Msg, 16)
+	sub, err := p.b.nc.ChanSubscribe(p.subject, p.wake)
+	if err != nil {
+		return fmt.Errorf("bus: pinned tasks: %w", err)
+	}
+	p.sub = sub
+	p.status = p.b.nc.StatusChanged(nats.CONNECTED)
+	return nil
+}
+
+func (p *PinnedTasks) unsubscribe() {
+	if p.sub == nil {
+		return
+	}
+	_ = p.sub.Unsubscribe()
+	p.b.nc.RemoveStatusListener(p.status)
+	p.sub, p.wake, p.status = nil, nil, nil
+}
+
+func (p *PinnedTasks) drainWakes() {
+	for {
+		select {
+		case <-p.wake:
+		default:
+			return
+		}
+	}
+}
+
+// pinnedMsg is a pinned task read from the stream: acking deletes it.
+type pinnedMsg struct {
+	p   *PinnedTasks
+	msg *jetstream.RawStreamMsg
+}
+
+func (m *pinnedMsg) Data() []byte      { return m.msg.Data }
+func (m *pinnedMsg) Subject() string   { return m.msg.Subject }
+func (m *pinnedMsg) inProgress() error { return nil }
+
+func (m *pinnedMsg) ack(ctx context.Context) error { return m.settle(ctx) }
+
+func (m *pinnedMsg) term(string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return m.settle(ctx)
+}
+
+// settle deletes the task from the stream (the work queue's ack).
+func (m *pinnedMsg) settle(ctx context.Context) error {
+	err := m.p.stream.DeleteMsg(ctx, m.msg.Sequence)
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
+		return err
+	}
+	m.p.mu.Lock()
+	delete(m.p.handed, m.msg.Sequence)
+	m.p.mu.Unlock()
+	return nil
+}
+
+// nak hands the task out again after delay.
+func (m *pinnedMsg) nak(delay time.Duration) error {
+	again := func() {
+		m.p.mu.Lock()
+		if _, held := m.p.handed[m.msg.Sequence]; held {
+			m.p.naked[m.msg.Sequence] = struct{}{}
+		}
+		m.p.mu.Unlock()
+		select {
+		case m.p.renudge <- struct{}{}:
+		default:
+		}
+	}
+	if delay <= 0 {
+		again()
+	} else {
+		time.AfterFunc(delay, again)
+	}
+	return nil
+}

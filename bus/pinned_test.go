@@ -1,0 +1,152 @@
+package bus_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/internal/bustest"
+)
+
+// TestPinnedTasksFleet: 1,100 workers (past NATS's 1,000 consumers per
+// stream) each get the task pinned to them, on 11 connections of 100
+// workers each, and the server holds no consumer for any of them. Before
+// PinnedTasks a worker bound a durable consumer of its own and the
+// 1,001st was refused (maximum consumers limit reached).
+func TestPinnedTasksFleet(t *testing.T) {
+	const workers, perConn = 1100, 100
+	srv, b := bustest.Start(t, bus.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	readers := make([]*bus.PinnedTasks, workers)
+	for i := range workers {
+		if i%perConn == 0 && i > 0 {
+			b = bustest.Open(t, srv, bus.Config{})
+		}
+		var err error
+		readers[i], err = b.PinnedTasks(ctx, fmt.Sprintf("host-%04d", i))
+		require.NoError(t, err)
+	}
+	idle, stop := context.WithCancel(ctx)
+	defer stop()
+	got := make([]string, workers)
+	var g errgroup.Group
+	for i, r := range readers {
+		g.Go(func() error {
+			d, err := r.Next(idle)
+			if err != nil {
+				return fmt.Errorf("host-%04d: %w", i, err)
+			}
+			var task bus.Task
+			if err := bus.Decode(d.Data(), &task); err != nil {
+				return err
+			}
+			got[i] = task.RunID
+			if d.Attempt != 1 {
+				return fmt.Errorf("host-%04d: attempt %d", i, d.Attempt)
+			}
+			return d.Ack(ctx)
+		})
+	}
+	start := time.Now()
+	var pub errgroup.Group
+	pub.SetLimit(32)
+	for i := range workers {
+		pub.Go(func() error {
+			return b.PublishTask(ctx, bus.Task{RunID: fmt.Sprintf("child-%04d", i), Pool: bus.PinnedPool(fmt.Sprintf("host-%04d", i)), Manifest: "m.yaml"})
+		})
+	}
+	require.NoError(t, pub.Wait())
+	require.NoError(t, g.Wait())
+	t.Logf("%d pinned tasks published and taken in %v", workers, time.Since(start))
+	for i := range workers {
+		require.Equal(t, fmt.Sprintf("child-%04d", i), got[i], "host-%04d got another's task", i)
+	}
+	js, err := jetstream.New(b.Conn())
+	require.NoError(t, err)
+	s, err := js.Stream(ctx, bus.StreamTasks)
+	require.NoError(t, err)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	require.Zero(t, info.State.Msgs, "acked pinned tasks leave the work queue")
+	require.Zero(t, info.State.Consumers, "no consumer per worker")
+}
+
+// TestPinnedTasksRedelivery: a nak'd pinned task comes back with the next
+// attempt; a task left by a worker that stopped is read by its successor
+// as a possible redelivery (attempt 2: its recorded outcome is looked
+// up); a task published while the worker waits wakes it at once, and
+// ones published before it started are found without a wake.
+func TestPinnedTasksRedelivery(t *testing.T) {
+	_, b := bustest.Start(t, bus.Config{})
+	ctx := ctxT(t)
+	pool := bus.PinnedPool("w1")
+	// Published before the worker starts: found by its first read.
+	require.NoError(t, b.PublishTask(ctx, bus.Task{RunID: "early", Pool: pool, Manifest: "m.yaml"}))
+	p, err := b.PinnedTasks(ctx, "w1")
+	require.NoError(t, err)
+	d, err := p.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "early", runOf(t, d))
+	require.Equal(t, 2, d.Attempt, "there before this reader: maybe delivered before")
+	require.NoError(t, d.Ack(ctx))
+
+	// Published while the reader waits (or just before its read): handed
+	// out at once, not at the idle poll minutes later (ctxT gives 20 s).
+	var wg sync.WaitGroup
+	var live *bus.Delivery
+	wg.Go(func() { live, err = p.Next(ctx) })
+	require.NoError(t, b.PublishTask(ctx, bus.Task{RunID: "live", Pool: pool, Manifest: "m.yaml"}))
+	wg.Wait()
+	require.NoError(t, err)
+	require.Equal(t, "live", runOf(t, live))
+	require.Equal(t, 1, live.Attempt)
+
+	// Nak: handed out again, attempt 2; the next task waits behind it.
+	require.NoError(t, b.PublishTask(ctx, bus.Task{RunID: "after", Pool: pool, Manifest: "m.yaml"}))
+	require.NoError(t, live.Nak(10*time.Millisecond))
+	again, err := p.Next(ctx)
+	require.NoError(t, err)
+	if runOf(t, again) == "after" { // handed before the nak's delay passed
+		require.NoError(t, again.Ack(ctx))
+		again, err = p.Next(ctx)
+		require.NoError(t, err)
+	}
+	require.Equal(t, "live", runOf(t, again))
+	require.Equal(t, 2, again.Attempt)
+
+	// The worker stops holding it: its successor reads it, attempt 2,
+	// and whatever else is left; then nothing is.
+	succ, err := b.PinnedTasks(ctx, "w1")
+	require.NoError(t, err)
+	seen := map[string]int{}
+	for {
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		d, err := succ.Next(short)
+		cancel()
+		if err != nil {
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			break
+		}
+		seen[runOf(t, d)] = d.Attempt
+		require.NoError(t, d.Term("done"))
+	}
+	require.Equal(t, 2, seen["live"], "seen: %v", seen)
+	backlog, err := b.Backlogs(ctx)
+	require.NoError(t, err)
+	require.Empty(t, backlog)
+}
+
+func runOf(t *testing.T, d *bus.Delivery) string {
+	t.Helper()
+	var task bus.Task
+	require.NoError(t, bus.Decode(d.Data(), &task))
+	return task.RunID
+}
