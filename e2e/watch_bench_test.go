@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/manifold-run/manifold/converge"
 	"github.com/manifold-run/manifold/resources"
@@ -240,4 +245,144 @@ func selfCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkWatchAssignmentRepair is the hand edit → repaired latency
+// through an assignment, beside BenchmarkWatchRepair's embedded one:
+// `manifold server`, a coordinator and a worker as separate processes on
+// loopback, N files assigned to the worker's pool; each iteration edits
+// one file and polls until the worker has repaired it (event on the
+// worker, converge request to the coordinator, a run of that file pinned
+// to the worker, the task, the outcome).
+func BenchmarkWatchAssignmentRepair(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			w := startAssignmentBench(b, n)
+			var lat []time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				path := w.paths[(i*7919)%n]
+				start := time.Now()
+				if err := os.WriteFile(path, []byte("hand edit\n"), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				w.repaired(b, path, start.Add(30*time.Second))
+				lat = append(lat, time.Since(start))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
+
+// startAssignmentBench starts a server, a coordinator and a worker (pool
+// default) and assigns n converged files to the pool; it returns once the
+// worker reports the assignment converged.
+func startAssignmentBench(b *testing.B, n int) *watchBench {
+	b.Helper()
+	dir := b.TempDir()
+	paths, manifest := benchFiles(b, dir, n)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	url := "nats://" + addr
+	long := runOpts{dir: dir, timeout: time.Hour, env: []string{"MANIFOLD_STATE_DIR=" + filepath.Join(dir, "state")}}
+	start(b, long, "server", "--listen", addr, "--store-dir", filepath.Join(dir, "jetstream"))
+	var nc *nats.Conn
+	benchEventually(b, 30*time.Second, "the server accepts connections", func() error {
+		nc, err = natsConnect(url, nats.Timeout(time.Second))
+		return err
+	})
+	b.Cleanup(nc.Close)
+	start(b, long, "coordinator", "--server", url, "--name", "c1", "--log-level", "debug")
+	benchEventually(b, 30*time.Second, "the coordinator serves the API", func() error {
+		_, err := nc.Request("manifold.api.runs.list", []byte(`{"limit": 1}`), time.Second)
+		return err
+	})
+	worker := start(b, long, "worker", "--server", url, "--name", "w1", "--pool", "default", "--cache-dir", filepath.Join(dir, "cache"), "--log-level", "debug")
+	assign := start(b, runOpts{dir: dir, timeout: 10 * time.Minute}, "assign", "--server", url, "--pool", "default", "--interval", "1h", "site", manifest)
+	select {
+	case <-assign.done:
+		if code := assign.cmd.ProcessState.ExitCode(); code != 0 {
+			b.Fatalf("assign exited %d:\n%s", code, assign.Stderr())
+		}
+	case <-time.After(10 * time.Minute):
+		b.Fatal("assign did not finish within 10m")
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchEventually(b, 3*time.Minute, "the worker reports the assignment converged", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		kv, err := js.KeyValue(ctx, "manifold-workers")
+		if err != nil {
+			return err
+		}
+		e, err := kv.Get(ctx, "w1")
+		if err != nil {
+			return err
+		}
+		var reg struct {
+			Assignments map[string]struct {
+				State string `json:"state"`
+			} `json:"assignments"`
+		}
+		if err := json.Unmarshal(e.Value(), &reg); err != nil {
+			return err
+		}
+		if s := reg.Assignments["site"].State; s != "converged" {
+			return fmt.Errorf("state %q", s)
+		}
+		return nil
+	})
+	return &watchBench{p: worker, paths: paths, want: []byte("managed\n")}
+}
+
+// benchFiles writes n converged files under dir (100 directories) and the
+// manifest managing them.
+func benchFiles(b *testing.B, dir string, n int) ([]string, string) {
+	var m strings.Builder
+	m.WriteString("resources:\n  - file:\n")
+	paths := make([]string, n)
+	for i := range paths {
+		d := filepath.Join(dir, fmt.Sprintf("d%02d", i%100))
+		if i < 100 {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+		paths[i] = filepath.Join(d, fmt.Sprintf("f%05d", i))
+		if err := os.WriteFile(paths[i], []byte("managed\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(&m, "      - %s:\n          content: \"managed\\n\"\n", paths[i])
+	}
+	manifest := filepath.Join(dir, "site.yaml")
+	if err := os.WriteFile(manifest, []byte(m.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return paths, manifest
+}
+
+// benchEventually retries f until it succeeds, failing after timeout.
+func benchEventually(b *testing.B, timeout time.Duration, what string, f func() error) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond) // a poll of another process's state
+	}
 }
