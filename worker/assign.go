@@ -339,8 +339,14 @@ func (s *assigner) snapshot() map[string]AssignmentStatus {
 }
 
 // publish writes the worker's entry now, so a change of state is seen at
-// once rather than at the next heartbeat.
+// once rather than at the next heartbeat. Not while the connection is
+// down: the write would only wait for its timeout, holding up the loop
+// that converges offline meanwhile; the heartbeat after the reconnection
+// writes the state then.
 func (s *assigner) publish(ctx context.Context) {
+	if s.unreachable() != "" {
+		return
+	}
 	if err := s.w.register(ctx); err != nil && ctx.Err() == nil {
 		s.log.Warn("convergence state not published", "error", err)
 	}

@@ -361,3 +361,33 @@ func (c *capture) find(msg string) string {
 	}
 	return ""
 }
+
+// With the server gone, a hand edit is repaired from the cached plan at
+// once: the loop does not wait on writes of its state that cannot succeed
+// (each would hold it for the request timeout, 5 s).
+func TestOfflineRepairDoesNotWaitForTheBus(t *testing.T) {
+	t.Parallel()
+	f := setupAssign(t)
+	root := t.TempDir()
+	logs := &capture{}
+	f.startWorker(t, worker.Config{Name: "w1", StateDir: t.TempDir(), Facts: map[string]any{"root": root}, Logger: slog.New(logs)})
+	f.assign(t, bus.Assignment{Name: "motd", Watch: true})
+	f.state(t, "w1", func(m map[string]worker.AssignmentStatus) bool {
+		return m["motd"].State == "converged" && m["motd"].Cached
+	})
+	f.tb.srv.Shutdown()
+	eventually(t, "the connection is down", func() bool { return !f.tb.bus.Conn().IsConnected() })
+
+	motd := filepath.Join(root, "motd")
+	edited := time.Now()
+	require.NoError(t, os.WriteFile(motd, []byte("hand edit\n"), 0o644))
+	eventually(t, "motd repaired offline", func() bool {
+		got, _ := os.ReadFile(motd)
+		return string(got) == "managed\n"
+	})
+	took := time.Since(edited)
+	eventually(t, "the offline run's end logged", func() bool { return logs.find("offline convergence run ended") != "" })
+	require.Empty(t, logs.find("convergence state not published"), "the loop tried to write its state with the connection down")
+	require.Less(t, took, 4*time.Second, "the repair waited for the bus")
+	t.Logf("hand edit repaired offline in %s", took)
+}
