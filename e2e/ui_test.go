@@ -180,9 +180,9 @@ func TestUI(t *testing.T) {
 		}
 	}
 	// The hostile name is text in the table and in the graph; nothing ran.
-	names := value(t, ctx, "hostile name", chromedp.Evaluate[[]string](`[document.querySelectorAll("tr[data-ref]")[1].dataset.ref, document.querySelector("#res_r1 title") ? document.querySelector("#res_r1 a").getAttribute("xlink:title") : "", String(window.pwned), String(document.querySelectorAll("#live img").length)]`))
+	names := value(t, ctx, "hostile name", chromedp.Evaluate[[]string](`[document.querySelectorAll("tr[data-ref]")[1].dataset.ref, (document.querySelector("#res_r1 title") || {}).textContent || "", String(window.pwned), String(document.querySelectorAll("#live img").length)]`))
 	if names[0] != "exec#"+hostile || names[1] != "exec#"+hostile || names[2] != "undefined" || names[3] != "0" {
-		t.Errorf("hostile name: row %q, graph tooltip %q, window.pwned %s, <img> in page %s", names[0], names[1], names[2], names[3])
+		t.Errorf("hostile name: row %q, graph node title %q, window.pwned %s, <img> in page %s", names[0], names[1], names[2], names[3])
 	}
 	classes := value(t, ctx, "node classes", chromedp.Evaluate[[]string](`["res_r0","res_r2","res_r3","res_r4","res_r4_0"].map(id => document.getElementById(id).getAttribute("class"))`))
 	for i, want := range []string{"status-changed", "status-failed", "status-skipped", "status-changed", "status-changed"} {

@@ -25,7 +25,7 @@ Mermaid). The manifest is compiled as validate compiles it (data, --hiera,
 
 --format dot (the default) prints Graphviz DOT; mermaid a Mermaid flowchart
 (Markdown on GitHub and GitLab renders it); svg a picture laid out
-in-process by Graphviz compiled to WebAssembly (no graphviz install).
+in-process, in pure Go (no graphviz install); at most 5000 resources.
 
 --run RUN colours the nodes by the run's outcomes (changed amber, stable
 green, failed red, skipped grey, dispatched blue, pending white), reading

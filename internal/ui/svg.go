@@ -70,11 +70,11 @@ func (c *svgCache) get(ctx context.Context, runID string, g *graph.Graph) (templ
 	return template.HTML(out), nil // sanitised: see sanitise
 }
 
-// nodeGroup is a node's group as graphviz writes it (the IDs are the
+// nodeGroup is a node's group as graph.WriteSVG writes it (the IDs are the
 // graph's own: letters, digits, underscores).
 var nodeGroup = regexp.MustCompile(`<g id="res_([A-Za-z0-9_]+)" class="[^"]*">`)
 
-// svgElements and svgAttrs are what graphviz's SVG holds and what the
+// svgElements and svgAttrs are what graph.WriteSVG's SVG holds and what the
 // page accepts of it; anything else (a script, an event handler, a link)
 // refuses the picture.
 var (
@@ -90,11 +90,11 @@ var (
 // errUnsafeSVG: the SVG holds something the allow-list does not.
 var errUnsafeSVG = errors.New("ui: graph SVG holds an element or attribute the page does not embed")
 
-// sanitise returns the <svg> element of graphviz's output (no XML
+// sanitise returns the <svg> element of graph.WriteSVG's output (no XML
 // prolog, doctype or comments before it) after checking that it is
 // well-formed and holds only allow-listed elements and attributes. Text
-// is escaped by graphviz; the check is a second line against a bug there
-// or in the DOT writer.
+// is escaped by the writer; the check is a second line against a bug
+// there.
 func sanitise(svg []byte) ([]byte, error) {
 	start := bytes.Index(svg, []byte("<svg"))
 	if start < 0 {
