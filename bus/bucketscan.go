@@ -4,117 +4,79 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // scanIdle is how long Scan waits for the next entry before it asks the
-// server whether any is still pending: entries may expire (the workers
-// bucket has a TTL) between the consumer's creation and their delivery,
-// and the server then never sends them.
+// server whether more can come: entries may expire (the workers bucket
+// has a TTL) between the consumer's creation and their delivery, and the
+// server then never sends them.
 const scanIdle = 500 * time.Millisecond
-
-// scanBuffer is how many entries the scan's consumer keeps in flight.
-const scanBuffer = 1000
 
 // Scan reads every live entry of bkt in one pass and calls visit for each,
 // in stream order (not sorted by key). It uses one ordered consumer over
-// the bucket's stream delivering the last message of each key, so a
-// bucket of N entries costs one consumer and about N/1000 pull requests,
-// where Keys and a Get per key cost N+1 round trips. Deleted and purged
-// keys and expiry markers are skipped. An entry written while the scan
-// runs may or may not be visited. A visit error stops the scan and is
-// returned as it is; a bus error names the bucket. Scan blocks until the
-// last entry was visited or ctx ends.
+// the bucket's stream delivering the last message of each key (the one
+// Keys uses, so a client allowed to list keys may scan): a bucket of N
+// entries costs one consumer, where Keys and a Get per key cost N+1 round
+// trips. Deleted and purged keys and expiry markers are skipped. Each key
+// is visited at most once; a key written while the scan runs may be
+// visited with its old or its new value, and a key created meanwhile may
+// or may not be. A visit error stops the scan and is returned as it is; a
+// bus error names the bucket. Scan blocks until the last entry was
+// visited or ctx ends; the consumer is deleted when it returns.
 func (b *Bus) Scan(ctx context.Context, bkt *Bucket, visit func(Entry) error) error {
 	name := bkt.kv.Bucket()
-	prefix := "$KV." + name + "."
-	c, err := b.js.OrderedConsumer(ctx, "KV_"+name, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{prefix + ">"},
-		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
-		// A backstop: the consumer is deleted when the scan ends.
-		InactiveThreshold: 30 * time.Second,
-	})
+	w, err := bkt.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return scanErr(name, err)
 	}
-	it, err := c.Messages(jetstream.PullMaxMessages(scanBuffer))
-	if err != nil {
-		return scanErr(name, err)
-	}
-	defer func() {
-		it.Stop()
-		// Else the server keeps it until InactiveThreshold, and a fleet
-		// view polled every few seconds piles consumers up.
-		if info := c.CachedInfo(); info != nil {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = b.js.DeleteConsumer(dctx, "KV_"+name, info.Name)
-			cancel()
-		}
-	}()
-	// The ordered consumer is created by Messages: its pending count at
-	// creation says whether there is anything to read at all.
-	if info := c.CachedInfo(); info != nil && info.NumPending == 0 {
-		return nil
-	}
+	defer func() { _ = w.Stop() }()
+	seen := map[string]struct{}{}
+	var last uint64 // the stream sequence of the last entry delivered
+	idle := time.NewTimer(scanIdle)
+	defer idle.Stop()
+	idles := 0
 	for {
-		nctx, cancel := context.WithTimeout(ctx, scanIdle)
-		msg, err := it.Next(jetstream.NextContext(nctx))
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("bus: scan %s: %w", name, ctx.Err())
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bus: scan %s: %w", name, ctx.Err())
+		case e, open := <-w.Updates():
+			if !open {
+				return fmt.Errorf("bus: scan %s: the consumer stopped", name)
 			}
-			if !errors.Is(err, context.DeadlineExceeded) {
-				return scanErr(name, err)
+			if e == nil {
+				return nil // every entry present when the scan started was delivered
 			}
-			// Nothing for a while: done if nothing is pending any more.
-			info, err := c.Info(ctx)
+			last, idles = e.Revision(), 0
+			idle.Reset(scanIdle)
+			if _, dup := seen[e.Key()]; dup {
+				continue
+			}
+			seen[e.Key()] = struct{}{}
+			if err := visit(Entry{Key: e.Key(), Value: e.Value(), Revision: e.Revision()}); err != nil {
+				return err
+			}
+		case <-idle.C:
+			// Nothing for a while: done when nothing newer than the last
+			// entry is stored, or after a second silence (what was pending
+			// expired before it was delivered).
+			st, err := bkt.kv.Status(ctx)
 			if err != nil {
 				return scanErr(name, err)
 			}
-			if info.NumPending == 0 {
+			if s, ok := st.(*jetstream.KeyValueBucketStatus); ok && s.StreamInfo().State.LastSeq <= last || st.Values() == 0 || idles > 0 {
 				return nil
 			}
-			continue
-		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return scanErr(name, err)
-		}
-		if live(msg) {
-			e := Entry{Key: strings.TrimPrefix(msg.Subject(), prefix), Value: msg.Data(), Revision: md.Sequence.Stream}
-			if err := visit(e); err != nil {
-				return err
-			}
-		}
-		if md.NumPending == 0 {
-			return nil
+			idles++
+			idle.Reset(scanIdle)
 		}
 	}
 }
-
-// live reports whether a bucket message holds a value: not a delete or
-// purge marker, nor a server marker of an expired or removed message.
-func live(msg jetstream.Msg) bool {
-	h := msg.Headers()
-	if h == nil {
-		return true
-	}
-	switch h.Get(headerKVOperation) {
-	case "DEL", "PURGE":
-		return false
-	}
-	return h.Get(headerMarkerReason) == ""
-}
-
-// headerKVOperation marks a key-value delete ("DEL") or purge ("PURGE").
-const headerKVOperation = "KV-Operation"
 
 func scanErr(bucket string, err error) error {
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
+	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
 		err = ErrNotFound
 	}
 	return fmt.Errorf("bus: scan %s: %w", bucket, err)

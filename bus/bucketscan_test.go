@@ -30,7 +30,7 @@ func TestScanVisitsEveryLiveEntryOnce(t *testing.T) {
 	require.NoError(t, b.Scan(ctx, kv, func(e bus.Entry) error { return fmt.Errorf("visited %s", e.Key) }))
 	require.Less(t, time.Since(start), 5*time.Second)
 
-	const n = 2500 // more than one pull batch (1000)
+	const n = 2500
 	for i := range n {
 		_, err := kv.Put(ctx, fmt.Sprintf("w%04d", i), []byte("v1"))
 		require.NoError(t, err)

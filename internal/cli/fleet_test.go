@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -103,23 +105,24 @@ resources:
 		return reg.Fleet != nil && reg.Fleet.Drifts["site"].Count == 1 && reg.Assignments["site"].State == "converged"
 	})
 
-	// The repair's own write may bring one more (stable) drift check:
-	// wait until the fleet shows every host settled.
-	settled := func(hosts []FleetHost) bool {
-		return len(hosts) == 3 && hosts[0].State == "converged" && hosts[0].Drifts == 1 &&
-			hosts[1].State == "converged" && hosts[2].State == "failed"
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r := run(t, "fleet", "--server", url, "--output", "json")
-		require.Equal(t, ExitOK, r.code, r.stderr)
-		var hosts []FleetHost
-		require.NoError(t, json.Unmarshal([]byte(r.stdout), &hosts), r.stdout)
-		if settled(hosts) {
-			break
+	// w1's repair may bring one more drift check (stable, but w1 shows
+	// repairing while it runs): what depends on w1's state is polled
+	// until it holds, with a deadline.
+	until := func(t *testing.T, f func() (bool, string)) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			ok, got := f()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 30s; last: %s", got)
+			}
+			<-tick.C
 		}
-		require.True(t, time.Now().Before(deadline), "fleet not settled: %s", r.stdout)
-		waitEntry("w1", func(reg worker.Registration) bool { return reg.Assignments["site"].State == "converged" })
 	}
 
 	fleet := func(args ...string) ([]FleetHost, result) {
@@ -139,7 +142,13 @@ resources:
 	}
 
 	t.Run("json", func(t *testing.T) {
-		hosts, _ := fleet()
+		var hosts []FleetHost
+		until(t, func() (bool, string) {
+			var r result
+			hosts, r = fleet()
+			return len(hosts) == 3 && hosts[0].State == "converged" && hosts[0].Drifts == 1 &&
+				hosts[1].State == "converged" && hosts[2].State == "failed", r.stdout
+		})
 		require.Equal(t, []string{"w1", "w2", "w3"}, names(hosts), "sorted by name")
 		w1, w2, w3 := hosts[0], hosts[1], hosts[2]
 		require.Equal(t, []string{"web", "batch"}, w2.Pools)
@@ -168,14 +177,27 @@ resources:
 	})
 
 	t.Run("text", func(t *testing.T) {
-		r := run(t, "fleet", "--server", url)
-		require.Equal(t, ExitOK, r.code, r.stderr)
-		lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
-		require.Len(t, lines, 4, r.stdout)
-		require.Regexp(t, `^NAME +POOLS +HOSTNAME +OS +STATE +DRIFTS +SINCE +LAST RUN +RUN STATUS +RUN AT$`, lines[0])
-		require.Regexp(t, `^w1 +web +host-w1 +debian +converged +1 +\d+s ago +\S+ +succeeded +\d+s ago$`, lines[1])
-		require.Regexp(t, `^w2 +web,batch +host-w2 +debian +converged +0 +\d+s ago +\S+ +succeeded +\d+s ago$`, lines[2])
-		require.Regexp(t, `^w3 +db +host-w3 +rhel +failed +0 +\d+s ago +\S+ +failed +\d+s ago$`, lines[3])
+		want := []*regexp.Regexp{
+			regexp.MustCompile(`^NAME +POOLS +HOSTNAME +OS +STATE +DRIFTS +SINCE +LAST RUN +RUN STATUS +RUN AT$`),
+			regexp.MustCompile(`^w1 +web +host-w1 +debian +converged +1 +\d+s ago +\S+ +succeeded +\d+s ago$`),
+			regexp.MustCompile(`^w2 +web,batch +host-w2 +debian +converged +0 +\d+s ago +\S+ +succeeded +\d+s ago$`),
+			regexp.MustCompile(`^w3 +db +host-w3 +rhel +failed +0 +\d+s ago +\S+ +failed +\d+s ago$`),
+		}
+		var lines []string
+		until(t, func() (bool, string) {
+			r := run(t, "fleet", "--server", url)
+			require.Equal(t, ExitOK, r.code, r.stderr)
+			lines = strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+			if len(lines) != len(want) {
+				return false, r.stdout
+			}
+			for i, re := range want {
+				if !re.MatchString(lines[i]) {
+					return false, r.stdout
+				}
+			}
+			return true, ""
+		})
 		// Aligned: every column starts where its header does.
 		for _, col := range []string{"POOLS", "HOSTNAME", "OS", "STATE", "DRIFTS", "LAST RUN"} {
 			at := strings.Index(lines[0], "  "+col+" ") + 2 // columns are 2 spaces apart at least
@@ -203,8 +225,10 @@ resources:
 			{[]string{"--pool", "web", "--where", "facts.role == 'db'"}, []string{}},
 			{[]string{"--where", "facts.nosuch == 'x'"}, []string{}},
 		} {
-			hosts, _ := fleet(tc.args...)
-			require.Equal(t, tc.want, names(hosts), "%v", tc.args)
+			until(t, func() (bool, string) {
+				hosts, _ := fleet(tc.args...)
+				return slices.Equal(tc.want, names(hosts)), fmt.Sprintf("%v: %v", tc.args, names(hosts))
+			})
 		}
 		// Matching nothing: [] in json, no lines and a note in text, exit 0.
 		r := run(t, "fleet", "--server", url, "--output", "json", "--state", "flapping")
@@ -472,4 +496,35 @@ func TestDecodeFleetEntry(t *testing.T) {
 		_, err := decodeFleetEntry([]byte(in))
 		require.ErrorContains(t, err, want, in)
 	}
+}
+
+// TestFleetAsSubmitter: with the credentials `manifold server` generates,
+// the client (submitter) role may read the fleet: the scan uses only what
+// listing the workers' keys needs (a scan through a pull consumer was
+// refused: $JS.API.CONSUMER.MSG.NEXT and .INFO of KV_manifold-workers).
+func TestFleetAsSubmitter(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials")
+	env := envOf(map[string]string{credentialsEnv: creds, "XDG_CONFIG_HOME": filepath.Join(dir, "config")})
+	url := startCommand(t, env, "server", "--listen", "127.0.0.1:0", "--store-dir", filepath.Join(dir, "js")).waitFor(t, listeningRE)
+	env = envOf(map[string]string{credentialsEnv: creds, "MANIFOLD_SERVER": url})
+	startCommand(t, env, "coordinator", "--name", "c1").waitFor(t, regexp.MustCompile(`(coordinator started)`))
+	startCommand(t, env, "worker", "--name", "w1", "--pool", "web", "--cache-dir", filepath.Join(dir, "cache"),
+		"--state-dir", filepath.Join(dir, "state"), "--debt-dir", filepath.Join(dir, "debt"), "--fact", "role=web").
+		waitFor(t, regexp.MustCompile(`(worker started)`))
+
+	var out, errOut syncBuffer
+	start := time.Now()
+	code := Run(t.Context(), IO{Stdout: &out, Stderr: &errOut, Getenv: env}, []string{"fleet", "--output", "json", "--facts", "role"})
+	require.Equal(t, ExitOK, code, "%s%s", out.String(), errOut.String())
+	require.Less(t, time.Since(start), 10*time.Second)
+	var hosts []FleetHost
+	require.NoError(t, json.Unmarshal([]byte(out.String()), &hosts), out.String())
+	require.Len(t, hosts, 1)
+	require.Equal(t, "w1", hosts[0].Name)
+	require.Equal(t, []string{"web"}, hosts[0].Pools)
+	require.Equal(t, map[string]any{"role": "web"}, hosts[0].Facts)
+	require.Equal(t, "none", hosts[0].State)
+	require.NotContains(t, errOut.String(), "ermissions")
 }
