@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -127,6 +128,9 @@ func (s *Service) CheckApply(ctx context.Context, env *resources.Env, apply bool
 		return resources.Result{}, err
 	}
 	u, err := mgr.Status(ctx, s.name)
+	if errors.Is(err, ErrUnitNotFound) && !apply && env.Assumed().Package(s.name) {
+		return s.fromAssumedPackage(), nil
+	}
 	if err != nil {
 		return resources.Result{}, err
 	}
@@ -179,4 +183,23 @@ func (s *Service) CheckApply(ctx context.Context, env *resources.Env, apply bool
 		}
 	}
 	return res, nil
+}
+
+// fromAssumedPackage is the check of a unit that does not exist yet, in a
+// noop run that would install the package of the same name first: the
+// unit it would bring is taken as stopped and disabled, so the dry run
+// answers what the real run would do rather than "unit not found".
+func (s *Service) fromAssumedPackage() resources.Result {
+	var actions []string
+	if want := s.props.Enable; want != nil && *want {
+		actions = append(actions, "enable")
+	}
+	if s.ensure == EnsureRunning {
+		actions = append(actions, "start")
+	}
+	note := fmt.Sprintf("(package %s, which this run installs, brings the unit)", s.name)
+	if len(actions) == 0 {
+		return resources.Result{Message: fmt.Sprintf("%s, disabled %s", s.ensure, note)}
+	}
+	return resources.Result{Changed: true, Message: strings.Join(actions, ", ") + " " + note}
 }

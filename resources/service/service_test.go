@@ -279,3 +279,39 @@ func TestServiceWithoutSystemd(t *testing.T) {
 		t.Fatalf("%+v", o)
 	}
 }
+
+// TestServiceNoopAssumedPackage: in noop, a unit that does not exist yet
+// but whose package the run installs would be enabled and started (it
+// failed with "unit not found"); outside noop, or with another package
+// assumed, the unit's absence is still an error.
+func TestServiceNoopAssumedPackage(t *testing.T) {
+	t.Parallel()
+	notFound := func() *resources.ReplayRunner {
+		return resources.NewReplayRunner(status(t, "show-not-found.stdout", "", "")[:1]...)
+	}
+	runner := notFound()
+	o := resources.Execute(context.Background(), newService(t, "running", ptr(true)),
+		&resources.Env{Runner: runner, Noop: true, Assume: &resources.Assumed{Packages: []string{"nginx"}}})
+	if o.Status != resources.StatusChanged || !o.Noop || !strings.Contains(o.Message, "enable, start") ||
+		!strings.Contains(o.Message, "package nginx") {
+		t.Fatalf("%+v", o)
+	}
+	if err := runner.Verify(); err != nil {
+		t.Error(err)
+	}
+	o = resources.Execute(context.Background(), newService(t, "stopped", nil),
+		&resources.Env{Runner: notFound(), Noop: true, Assume: &resources.Assumed{Packages: []string{"nginx"}}})
+	if o.Status != resources.StatusStable {
+		t.Fatalf("stopped, assumed package: %+v", o)
+	}
+	for _, env := range []*resources.Env{
+		{Noop: true, Assume: &resources.Assumed{Packages: []string{"apache2"}}},
+		{Noop: false, Assume: &resources.Assumed{Packages: []string{"nginx"}}},
+	} {
+		env.Runner = notFound()
+		o = resources.Execute(context.Background(), newService(t, "running", nil), env)
+		if o.Status != resources.StatusFailed || !errors.Is(o.Err, ErrUnitNotFound) {
+			t.Fatalf("noop %v, assumed %v: %+v", env.Noop, env.Assume.Packages, o)
+		}
+	}
+}
