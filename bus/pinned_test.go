@@ -150,3 +150,37 @@ func runOf(t *testing.T, d *bus.Delivery) string {
 	require.NoError(t, bus.Decode(d.Data(), &task))
 	return task.RunID
 }
+
+// BenchmarkPinnedStart compares what a worker's start costs for its
+// pinned pool: a durable consumer of its own (PinnedTaskConsumer, as
+// before, with the stream's consumer limit raised) or a PinnedTasks reader
+// (a stream lookup; its subscription is made by the first Next). Per op:
+// one worker; the server runs in process, so CPU and heap include it.
+//
+//	go test -run - -bench PinnedStart -benchtime 1000x ./bus/
+func BenchmarkPinnedStart(b *testing.B) {
+	for _, mode := range []string{"consumer", "reader"} {
+		b.Run(mode, func(b *testing.B) {
+			_, bb := bustest.Start(b, bus.Config{})
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := range b.N {
+				name := fmt.Sprintf("host-%05d", i)
+				var err error
+				if mode == "consumer" {
+					_, err = bb.PinnedTaskConsumer(ctx, name)
+				} else {
+					var p *bus.PinnedTasks
+					if p, err = bb.PinnedTasks(ctx, name); err == nil {
+						short, cancel := context.WithTimeout(ctx, time.Millisecond)
+						_, _ = p.Next(short) // one read, the subscription made and dropped
+						cancel()
+					}
+				}
+				if err != nil {
+					b.Fatalf("worker %d: %v", i, err)
+				}
+			}
+		})
+	}
+}

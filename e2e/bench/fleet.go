@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -211,6 +212,14 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 	if cfg.FleetMaxConsumers != 0 {
 		opts.serverConfig = fmt.Sprintf("jetstream {\n  limits {\n    default_max_consumers: %d\n  }\n}\n", cfg.FleetMaxConsumers)
 	}
+	profPort := 0
+	if cfg.FleetProfile != "" {
+		// The server's heap, fetched after the runs (what a run leaves).
+		if profPort, row.Err = freePort(); row.Err != nil {
+			return row
+		}
+		opts.serverConfig += fmt.Sprintf("prof_port: %d\n", profPort)
+	}
 	if cfg.FleetLiveRuns > 0 {
 		opts.coordArgs = append(opts.coordArgs, "--max-tree-live-runs", strconv.Itoa(cfg.FleetLiveRuns))
 	}
@@ -282,6 +291,9 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 		}
 	}
 	c.logStreams(ctx, n)
+	if profPort != 0 {
+		c.saveHeap(ctx, profPort, filepath.Join(cfg.FleetProfile, fmt.Sprintf("server-heap-%d.pprof", n)))
+	}
 	row.ServerPeakKiB = procStatus(c.server.cmd.Process.Pid, "VmHWM")
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		row.Load = strings.Join(strings.Fields(string(b))[:3], " ")
@@ -545,5 +557,26 @@ func (c *cluster) logStreams(ctx context.Context, n int) {
 		st := s.CachedInfo().State
 		c.h.log.Info("fleet stream", "hosts", n, "stream", name, "msgs", st.Msgs, "bytes", st.Bytes,
 			"subjects", st.NumSubjects, "deleted", st.NumDeleted, "consumers", st.Consumers)
+	}
+}
+
+// saveHeap writes the server's heap profile (its prof_port) to path.
+func (c *cluster) saveHeap(ctx context.Context, port int, path string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", port), nil)
+	if err != nil {
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.h.log.Warn("fleet: server heap profile", "error", err)
+		return
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err == nil {
+		err = os.WriteFile(path, data, 0o644)
+	}
+	if err != nil {
+		c.h.log.Warn("fleet: server heap profile", "error", err)
 	}
 }
