@@ -207,6 +207,10 @@ func (a *Archive) CheckApply(ctx context.Context, env *resources.Env, apply bool
 		}
 	}
 	uid, gid, err := a.ids()
+	var assumed []string // owner or group the run would create (noop)
+	if err != nil && !apply {
+		uid, gid, assumed, err = a.assumedIDs(env.Assumed())
+	}
 	if err != nil {
 		return resources.Result{}, err
 	}
@@ -244,6 +248,9 @@ func (a *Archive) CheckApply(ctx context.Context, env *resources.Env, apply bool
 	chown := !download && !cleanup && exists && idsDiffer(fi, uid, gid)
 	if chown {
 		changes = append(changes, fmt.Sprintf("set owner and group to %d:%d", uid, gid))
+	}
+	if len(assumed) > 0 && exists && !download && !cleanup {
+		changes = append(changes, "set "+strings.Join(assumed, " and ")+" (created by this run)")
 	}
 	if len(changes) == 0 {
 		return resources.Result{}, nil
@@ -420,6 +427,29 @@ func (a *Archive) ids() (uid, gid int, err error) {
 		}
 	}
 	return uid, gid, nil
+}
+
+// assumedIDs resolves owner and group in a noop run where the run would
+// create them (a user or group resource declared with it): those are
+// left unmanaged (-1) for the comparison and named in assumed ("owner
+// app"). Any other unknown name is still an error.
+func (a *Archive) assumedIDs(as *resources.Assumed) (uid, gid int, assumed []string, err error) {
+	uid, gid = -1, -1
+	if o := a.props.Owner; o != "" {
+		if as.User(o) {
+			assumed = append(assumed, "owner "+o)
+		} else if uid, err = ids.UID(o); err != nil {
+			return 0, 0, nil, err
+		}
+	}
+	if g := a.props.Group; g != "" {
+		if as.Group(g) {
+			assumed = append(assumed, "group "+g)
+		} else if gid, err = ids.GID(g); err != nil {
+			return 0, 0, nil, err
+		}
+	}
+	return uid, gid, assumed, nil
 }
 
 func idsDiffer(fi fs.FileInfo, uid, gid int) bool {

@@ -576,3 +576,33 @@ func TestRedirectToAnotherHostDropsCredentials(t *testing.T) {
 		t.Fatalf("the other host saw X-Token|Authorization %q", g)
 	}
 }
+
+// TestNoopAssumedOwner: in noop, an archive owned by a user and group the
+// run would create reports what it would do (it failed: unknown user);
+// outside noop, and for a name the run does not create, the unknown
+// owner is still an error.
+func TestNoopAssumedOwner(t *testing.T) {
+	t.Parallel()
+	data := makeTar(t, true, file("f", "x"))
+	srv := newServer(t, false, map[string][]byte{"/a.tgz": data})
+	base := t.TempDir()
+	a := build(t, filepath.Join(base, "a.tgz"), map[string]any{"url": srv.URL + "/a.tgz", "extract_parent": filepath.Join(base, "out"),
+		"owner": "manifold-nosuch-user", "group": "manifold-nosuch-group"})
+	as := &resources.Assumed{Users: []string{"manifold-nosuch-user"}, Groups: []string{"manifold-nosuch-group"}}
+	out := resources.Execute(t.Context(), a, &resources.Env{Noop: true, Assume: as})
+	if out.Status != resources.StatusChanged || !out.Noop || !strings.Contains(out.Message, "download") {
+		t.Fatalf("noop, owner assumed: %+v", out)
+	}
+	if srv.hits.Load() != 0 {
+		t.Fatalf("noop downloaded %d times", srv.hits.Load())
+	}
+	for _, env := range []*resources.Env{
+		{Noop: true, Assume: &resources.Assumed{Users: []string{"someone-else"}}},
+		{Noop: false, Assume: as},
+	} {
+		out := resources.Execute(t.Context(), a, env)
+		if out.Status != resources.StatusFailed || !strings.Contains(fmt.Sprint(out.Err), "manifold-nosuch-user") {
+			t.Fatalf("noop %v: %+v", env.Noop, out)
+		}
+	}
+}
