@@ -223,7 +223,7 @@ func scanFleet(ctx context.Context, b *bus.Bus, filter fleetFilter, cols []factC
 	err := b.Scan(ctx, b.Workers(), func(e bus.Entry) error {
 		h, ok, err := fleetHostOf(e.Value, filter, cols, &out.WhereTried)
 		if err != nil {
-			if _, isWhere := err.(*whereError); isWhere {
+			if we := (*whereError)(nil); errors.As(err, &we) {
 				out.Live++
 				out.WhereFailed++
 				if out.WhereErr == nil {
