@@ -3,6 +3,7 @@ package schemas
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -174,7 +175,7 @@ func (p *loader) resourcesSub(entries []*ynode, path string) []Resource {
 				p.bail = true
 				return nil
 			}
-			if r, ok := p.resourceSub(typ, def, e, ep, p.subPos(e), p.defaults[typ], ""); ok {
+			if r, ok := p.resourceSub(typ, def, e, ep, p.subPos(e), p.defaults[typ], nil); ok {
 				out = append(out, r)
 			}
 			continue
@@ -197,7 +198,7 @@ func (p *loader) resourcesSub(entries []*ynode, path string) []Resource {
 				p.bail = true
 				return nil
 			}
-			if r, ok := p.resourceSub(typ, def, v, bp, bpos, p.defaults[typ], ""); ok {
+			if r, ok := p.resourceSub(typ, def, v, bp, bpos, p.defaults[typ], nil); ok {
 				out = append(out, r)
 			}
 		case v.kind == yseq:
@@ -228,7 +229,7 @@ func (p *loader) blockSub(out []Resource, typ string, def cue.Value, items []*yn
 			p.bail = true
 			return nil
 		}
-		np, pos := join(fmt.Sprintf("%s[%d]", path, j), name), p.subPos(item.keys[0])
+		np, pos := path+"["+strconv.Itoa(j)+"]."+name, p.subPos(item.keys[0])
 		if name == defaultsName {
 			pv := p.empty
 			if props != nil {
@@ -249,7 +250,7 @@ func (p *loader) blockSub(out []Resource, typ string, def cue.Value, items []*yn
 			defaults = overlay(p.defaults[typ], block)
 			continue
 		}
-		if r, ok := p.resourceSub(typ, def, props, np, pos, defaults, name); ok {
+		if r, ok := p.resourceSub(typ, def, props, np, pos, defaults, item.keys[0].val); ok {
 			out = append(out, r)
 		}
 	}
@@ -257,12 +258,12 @@ func (p *loader) blockSub(out []Resource, typ string, def cue.Value, items []*yn
 }
 
 // resourceSub is resource over a subset mapping of properties (nil for
-// none), with the resource's name when it is a block item's key.
-func (p *loader) resourceSub(typ string, def cue.Value, props *ynode, path string, pos Position, defaults []field, name string) (Resource, bool) {
-	var fs []scalarField
+// none), with the resource's name (a string) when it is a block item's
+// key, else nil.
+func (p *loader) resourceSub(typ string, def cue.Value, props *ynode, path string, pos Position, defaults []field, name any) (Resource, bool) {
+	fs := p.fieldBuf[:0]
 	keyed := shapeCache
 	if props != nil {
-		fs = make([]scalarField, 0, len(props.keys)+len(defaults)+1)
 		for i, k := range props.keys {
 			v := props.vals[i]
 			if v.kind != yscalar || v.val == nil {
@@ -272,7 +273,7 @@ func (p *loader) resourceSub(typ string, def cue.Value, props *ynode, path strin
 			fs = append(fs, scalarField{k.val.(string), v.val})
 		}
 	}
-	if keyed && name != "" && !props.has("name") {
+	if keyed && name != nil && !props.has("name") {
 		fs = append(fs, scalarField{"name", name})
 	}
 	if keyed {
@@ -288,20 +289,21 @@ func (p *loader) resourceSub(typ string, def cue.Value, props *ynode, path strin
 			fs = append(fs, sf)
 		}
 	}
+	p.fieldBuf = fs
 	var key string
 	if keyed {
-		var free map[string]any
-		key, free = p.shapeKeyOf(typ, def, fs)
-		if s, ok := p.shapes[key]; ok {
+		k, free := p.shapeKeyOf(typ, def, fs)
+		if s, ok := p.shapes[string(k)]; ok {
 			return p.fromShape(s, free, path, pos), true
 		}
+		key = string(k)
 	}
 	pv := p.empty
 	if props != nil {
 		pv = p.subValue(props)
 	}
 	extra := defaults
-	if name != "" {
+	if name != nil {
 		extra = append([]field{{label: "name", value: p.s.ctx.Encode(name), pos: pos}}, defaults...)
 	}
 	r, ok := p.validateShape(typ, def, pv, path, pos, extra, key, keyed)

@@ -112,7 +112,12 @@ type loader struct {
 	// shapes holds the first resource of each shape (see shapeKey), free
 	// which fields of a type accept every value of a kind.
 	shapes map[string]*shape
-	free   map[string]bool
+	free   map[freeKey]bool
+	// keyBuf, freeBuf and fieldBuf are reused by shapeKeyOf and
+	// resourceSub.
+	keyBuf   []byte
+	freeBuf  []scalarField
+	fieldBuf []scalarField
 	// defaults are the manifest-level defaults per type, checked.
 	defaults map[string][]field
 	// entries are the entries of the document's resources list, built

@@ -32,7 +32,7 @@ type shape struct {
 // of unconstrained fields are returned apart. ok is false for resources
 // with values that are not scalars (lists, structs), which are validated on
 // their own.
-func (p *loader) shapeKey(typ string, def, props cue.Value, extra []field) (key string, free map[string]any, ok bool) {
+func (p *loader) shapeKey(typ string, def, props cue.Value, extra []field) (key string, free []scalarField, ok bool) {
 	if !shapeCache {
 		return "", nil, false
 	}
@@ -54,8 +54,8 @@ func (p *loader) shapeKey(typ string, def, props cue.Value, extra []field) (key 
 		}
 		kvs = append(kvs, sf)
 	}
-	key, free = p.shapeKeyOf(typ, def, kvs)
-	return key, free, true
+	k, free := p.shapeKeyOf(typ, def, kvs)
+	return string(k), free, true
 }
 
 // scalarField is a field whose value is a scalar, as Go holds it.
@@ -104,29 +104,27 @@ func kindOf(v any) string {
 
 // shapeKeyOf is shapeKey over the scalar fields of a resource (its
 // properties and the extra fields it does not set itself), in any order:
-// fs is sorted in place.
-func (p *loader) shapeKeyOf(typ string, def cue.Value, fs []scalarField) (string, map[string]any) {
+// fs is sorted in place. The key and the free fields returned are valid
+// until the next call (their buffers are reused).
+func (p *loader) shapeKeyOf(typ string, def cue.Value, fs []scalarField) ([]byte, []scalarField) {
 	slices.SortFunc(fs, func(a, b scalarField) int { return strings.Compare(a.label, b.label) })
-	var b strings.Builder
-	b.WriteString(typ)
-	var free map[string]any
+	b := append(p.keyBuf[:0], typ...)
+	free := p.freeBuf[:0]
 	for _, f := range fs {
-		b.WriteByte('\x00')
-		b.WriteString(f.label)
+		b = append(b, 0)
+		b = append(b, f.label...)
 		kind := kindOf(f.v)
 		if p.unconstrained(typ, def, f.label, kind) {
-			if free == nil {
-				free = make(map[string]any, len(fs))
-			}
-			free[f.label] = f.v
-			b.WriteString("\x00*")
-			b.WriteString(kind)
+			free = append(free, f)
+			b = append(b, 0, '*')
+			b = append(b, kind...)
 			continue
 		}
-		b.WriteString("\x00=")
-		b.WriteString(strconv.Quote(kind + ":" + toString(f.v)))
+		b = append(b, 0, '=')
+		b = strconv.AppendQuote(b, kind+":"+toString(f.v))
 	}
-	return b.String(), free
+	p.keyBuf, p.freeBuf = b, free
+	return b, free
 }
 
 func toString(v any) string {
@@ -144,7 +142,7 @@ func toString(v any) string {
 // unconstrained reports whether every value of kind satisfies the field
 // label of def.
 func (p *loader) unconstrained(typ string, def cue.Value, label, kind string) bool {
-	k := typ + "\x00" + label + "\x00" + kind
+	k := freeKey{typ, label, kind}
 	if v, ok := p.free[k]; ok {
 		return v
 	}
@@ -154,11 +152,14 @@ func (p *loader) unconstrained(typ string, def cue.Value, label, kind string) bo
 		free = sub.Subsume(top) == nil
 	}
 	if p.free == nil {
-		p.free = map[string]bool{}
+		p.free = map[freeKey]bool{}
 	}
 	p.free[k] = free
 	return free
 }
+
+// freeKey names a field of a type holding a kind of value.
+type freeKey struct{ typ, label, kind string }
 
 // commonOrProperty excludes the fields whose values the loader interprets
 // beyond the schema (a timeout is parsed), which are always keyed by value.
@@ -166,27 +167,27 @@ func commonOrProperty(label string) bool { return label != "timeout" && label !=
 
 // fromShape derives a resource of a known shape: the shape's resource with
 // this one's unconstrained values.
-func (p *loader) fromShape(s *shape, free map[string]any, path string, pos Position) Resource {
+func (p *loader) fromShape(s *shape, free []scalarField, path string, pos Position) Resource {
 	r := s.r
 	r.Pos, r.Path = pos, path
 	r.Properties = maps.Clone(s.r.Properties)
-	for label, v := range free {
-		switch label {
+	for _, f := range free {
+		switch f.label {
 		case "name":
-			r.Name = v.(string)
+			r.Name = f.v.(string)
 		case "alias":
-			r.Alias = v.(string)
+			r.Alias = f.v.(string)
 		case "ensure":
-			r.Ensure = v.(string)
+			r.Ensure = f.v.(string)
 		case "provider":
-			r.Provider = v.(string)
+			r.Provider = f.v.(string)
 		case "target":
-			r.Target = v.(string)
+			r.Target = f.v.(string)
 		default:
 			if r.Properties == nil {
 				r.Properties = map[string]any{}
 			}
-			r.Properties[label] = v
+			r.Properties[f.label] = f.v
 		}
 	}
 	return r

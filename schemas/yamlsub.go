@@ -67,6 +67,22 @@ type subsetParser struct {
 	// line is the current line (0-based) of the block parser.
 	line int
 	bad  bool
+	// slab holds nodes, allocated in chunks; keys interns mapping keys
+	// (most repeat: content, mode, owner).
+	slab []ynode
+	ptrs []*ynode
+	keys map[string]any
+	// buf is scratch for quoted scalars with escapes.
+	buf []byte
+}
+
+// mk returns a new node holding n.
+func (p *subsetParser) mk(n ynode) *ynode {
+	if len(p.slab) == cap(p.slab) {
+		p.slab = make([]ynode, 0, 256)
+	}
+	p.slab = append(p.slab, n)
+	return &p.slab[len(p.slab)-1]
 }
 
 // maxSimpleKey is the longest implicit key yaml.v3 accepts.
@@ -205,7 +221,7 @@ func isDash(t []byte, ind int) bool {
 // blockSeq parses a block sequence whose dashes are at column ind.
 func (p *subsetParser) blockSeq(ind, depth int) *ynode {
 	start := p.lines[p.line] + ind
-	n := &ynode{kind: yseq, off: start, line: p.line + 1, col: p.col(p.line, start)}
+	n := p.mk(ynode{kind: yseq, off: start, line: p.line + 1, col: p.col(p.line, start)})
 	for !p.bad && p.skipBlank() {
 		i := p.indent(p.line)
 		if i < ind {
@@ -255,13 +271,13 @@ func (p *subsetParser) blockSeq(ind, depth int) *ynode {
 // mapping's key, a sequence at ind), else null.
 func (p *subsetParser) nested(ind int, key bool, depth int) *ynode {
 	if !p.skipBlank() {
-		return &ynode{kind: yscalar}
+		return p.mk(ynode{kind: yscalar})
 	}
 	i := p.indent(p.line)
 	if i > ind || key && i == ind && isDash(p.lineText(p.line), i) {
 		return p.blockNode(i, depth+1)
 	}
-	return &ynode{kind: yscalar, off: -1}
+	return p.mk(ynode{kind: yscalar, off: -1})
 }
 
 // noContinuation refuses the document when the line after a scalar
@@ -279,30 +295,31 @@ func (p *subsetParser) isKey(t []byte, c int) bool {
 	return ok && end > 0
 }
 
-// keyAt reads the key at t[c:]: it returns the key, the index just past
-// its colon, and ok false when there is no key there.
-func (p *subsetParser) keyAt(t []byte, c int) (string, int, bool) {
+// keyAt reads the key at t[c:]: it returns the key (a string, boxed
+// once per distinct short key), the index just past its colon, and ok
+// false when there is no key there.
+func (p *subsetParser) keyAt(t []byte, c int) (any, int, bool) {
 	if c >= len(t) {
-		return "", 0, false
+		return nil, 0, false
 	}
-	var key string
+	var key any
 	var end int
 	switch t[c] {
 	case '"', '\'':
-		s, e, ok := quoted(t, c)
+		s, e, ok := p.quoted(t, c)
 		if !ok {
-			return "", 0, false
+			return nil, 0, false
 		}
 		key, end = s, e
 		for end < len(t) && t[end] == ' ' {
 			end++
 		}
 		if end >= len(t) || t[end] != ':' {
-			return "", 0, false
+			return nil, 0, false
 		}
 	default:
 		if !plainStart(t, c, false) {
-			return "", 0, false
+			return nil, 0, false
 		}
 		end = -1
 		for i := c; i < len(t); i++ {
@@ -315,23 +332,49 @@ func (p *subsetParser) keyAt(t []byte, c int) (string, int, bool) {
 			}
 		}
 		if end < 0 {
-			return "", 0, false
+			return nil, 0, false
 		}
-		raw := strings.TrimRight(string(t[c:end]), " ")
-		v, ok := resolvePlain(raw)
-		s, isStr := v.(string)
-		if !ok || !isStr {
-			return "", 0, false
+		rawb := t[c:end]
+		for len(rawb) > 0 && rawb[len(rawb)-1] == ' ' {
+			rawb = rawb[:len(rawb)-1]
+		}
+		if k, ok := p.keys[string(rawb)]; ok {
+			key = k
+			break
+		}
+		s, ok := plainString(rawb)
+		if !ok {
+			return nil, 0, false
 		}
 		key = s
+		if p.keys == nil {
+			p.keys = map[string]any{}
+		}
+		if len(p.keys) < 256 && len(s) <= 32 {
+			p.keys[s] = key
+		}
 	}
 	if end-c > maxSimpleKey {
-		return "", 0, false // yaml.v3 refuses longer implicit keys
+		return nil, 0, false // yaml.v3 refuses longer implicit keys
 	}
 	if end+1 < len(t) && t[end+1] != ' ' {
-		return "", 0, false
+		return nil, 0, false
 	}
 	return key, end + 1, true
+}
+
+// plainString returns a plain scalar that resolves to a string; ok is
+// false for any other.
+func plainString(b []byte) (string, bool) {
+	if len(b) == 0 {
+		return "", false
+	}
+	if strings.IndexByte("+-.0123456789nNtTfF~<", b[0]) < 0 {
+		return string(b), true
+	}
+	v, ok := resolvePlain(string(b))
+	s, isStr := v.(string)
+	return s, ok && isStr
 }
 
 // blockMap parses a block mapping whose keys are at column ind; its first
@@ -341,7 +384,7 @@ func (p *subsetParser) blockMap(ind, first, depth int) *ynode {
 		p.bad = true
 		return nil
 	}
-	n := &ynode{kind: ymap, off: first, line: p.line + 1, col: p.col(p.line, first)}
+	n := p.mk(ynode{kind: ymap, off: first, line: p.line + 1, col: p.col(p.line, first)})
 	c := first - p.lines[p.line]
 	for !p.bad {
 		t := p.lineText(p.line)
@@ -351,8 +394,8 @@ func (p *subsetParser) blockMap(ind, first, depth int) *ynode {
 			return n
 		}
 		lineStart := p.lines[p.line]
-		kn := &ynode{kind: yscalar, off: lineStart + c, line: p.line + 1, col: p.col(p.line, lineStart+c), val: key}
-		if n.has(key) {
+		kn := p.mk(ynode{kind: yscalar, off: lineStart + c, line: p.line + 1, col: p.col(p.line, lineStart+c), val: key})
+		if n.has(key.(string)) {
 			p.bad = true // yaml.v3: mapping key already defined
 			return n
 		}
@@ -369,7 +412,7 @@ func (p *subsetParser) blockMap(ind, first, depth int) *ynode {
 			p.line++
 			p.noContinuation(ind)
 		}
-		n.addKey(kn, val)
+		p.addKey(n, kn, val)
 		if p.bad || !p.skipBlank() {
 			break
 		}
@@ -402,8 +445,17 @@ func (n *ynode) has(key string) bool {
 	return false
 }
 
-// addKey appends a key and its value to a mapping.
-func (n *ynode) addKey(k, v *ynode) {
+// addKey appends a key and its value to a mapping; the first pairs
+// are kept in chunks shared by the mappings.
+func (p *subsetParser) addKey(n, k, v *ynode) {
+	if n.keys == nil {
+		if len(p.ptrs)+4 > cap(p.ptrs) {
+			p.ptrs = make([]*ynode, 0, 1024)
+		}
+		i := len(p.ptrs)
+		p.ptrs = p.ptrs[:i+4]
+		n.keys, n.vals = p.ptrs[i:i:i+2], p.ptrs[i+2:i+2:i+4]
+	}
 	n.keys = append(n.keys, k)
 	n.vals = append(n.vals, v)
 	if n.set == nil && len(n.keys) > 16 {
@@ -427,12 +479,12 @@ func (p *subsetParser) inlineValue(off, depth int) *ynode {
 	case '{', '[':
 		n, end = p.flow(t, c, depth)
 	case '"', '\'':
-		s, e, ok := quoted(t, c)
+		s, e, ok := p.quoted(t, c)
 		if !ok {
 			p.bad = true
 			return nil
 		}
-		n, end = &ynode{kind: yscalar, val: s}, e
+		n, end = p.mk(ynode{kind: yscalar, val: s}), e
 	default:
 		if !plainStart(t, c, false) {
 			p.bad = true
@@ -455,7 +507,7 @@ func (p *subsetParser) inlineValue(off, depth int) *ynode {
 			p.bad = true
 			return nil
 		}
-		n = &ynode{kind: yscalar, val: v}
+		n = p.mk(ynode{kind: yscalar, val: v})
 	}
 	if p.bad || n == nil {
 		p.bad = true
@@ -508,7 +560,7 @@ func (p *subsetParser) flow(t []byte, c, depth int) (*ynode, int) {
 		return nil, 0
 	}
 	lineStart := p.lines[p.line]
-	n := &ynode{kind: yseq, off: lineStart + c, line: p.line + 1, col: p.col(p.line, lineStart+c)}
+	n := p.mk(ynode{kind: yseq, off: lineStart + c, line: p.line + 1, col: p.col(p.line, lineStart+c)})
 	closing := byte(']')
 	if t[c] == '{' {
 		n.kind, closing = ymap, '}'
@@ -539,13 +591,13 @@ func (p *subsetParser) flow(t []byte, c, depth int) (*ynode, int) {
 				return nil, 0
 			}
 			if t[i] == ',' || t[i] == closing {
-				n.addKey(k, &ynode{kind: yscalar, off: -1})
+				p.addKey(n, k, p.mk(ynode{kind: yscalar, off: -1}))
 			} else {
 				v, e := p.flowValue(t, i, depth)
 				if p.bad {
 					return nil, 0
 				}
-				n.addKey(k, v)
+				p.addKey(n, k, v)
 				i = skipSpaces(t, e)
 			}
 		} else {
@@ -596,9 +648,9 @@ func (p *subsetParser) flowValue(t []byte, i, depth int) (*ynode, int) {
 // returning the index past it (past the spaces that follow it).
 func (p *subsetParser) flowScalar(t []byte, i int) (*ynode, int, bool) {
 	lineStart := p.lines[p.line]
-	n := &ynode{kind: yscalar, off: lineStart + i, line: p.line + 1, col: p.col(p.line, lineStart+i)}
+	n := p.mk(ynode{kind: yscalar, off: lineStart + i, line: p.line + 1, col: p.col(p.line, lineStart+i)})
 	if t[i] == '"' || t[i] == '\'' {
-		s, e, ok := quoted(t, i)
+		s, e, ok := p.quoted(t, i)
 		if !ok {
 			return nil, 0, false
 		}
@@ -635,9 +687,9 @@ func skipSpaces(t []byte, i int) int {
 
 // quoted reads a one-line double- or single-quoted scalar at t[c],
 // returning its value and the index past its closing quote.
-func quoted(t []byte, c int) (string, int, bool) {
+func (p *subsetParser) quoted(t []byte, c int) (string, int, bool) {
 	q := t[c]
-	var b []byte
+	b := p.buf[:0]
 	plain := true
 	for i := c + 1; i < len(t); i++ {
 		ch := t[i]
@@ -654,11 +706,13 @@ func quoted(t []byte, c int) (string, int, bool) {
 			if plain {
 				return string(t[c+1 : i]), i + 1, true
 			}
+			p.buf = b
 			return string(b), i + 1, true
 		case ch == q:
 			if plain {
 				return string(t[c+1 : i]), i + 1, true
 			}
+			p.buf = b
 			return string(b), i + 1, true
 		case ch == '\\' && q == '"':
 			if plain {

@@ -3,6 +3,7 @@ package compile
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/manifold-run/manifold/resources/template"
 	"github.com/manifold-run/manifold/schemas"
@@ -31,7 +32,7 @@ func checkFiles(m *schemas.Manifest, scope template.Scope) schemas.Errors {
 		}
 		check := func(field string, v any) {
 			for _, s := range stringsIn(v) {
-				for _, ref := range template.FileRefs(s) {
+				for _, ref := range fileRefs(s) {
 					if err := template.CheckFile(ref, scope.ReadFile); err != nil {
 						add(field, err)
 						return
@@ -47,4 +48,14 @@ func checkFiles(m *schemas.Manifest, scope template.Scope) schemas.Errors {
 		}
 	}
 	return errs
+}
+
+// fileRefs is template.FileRefs without its regular expression for the
+// texts that name none of file(, readFile(, template( and jet( (nearly
+// all: the expression was a tenth of the compile of 20,000 files).
+func fileRefs(text string) []string {
+	if !strings.Contains(text, "ile(") && !strings.Contains(text, "template(") && !strings.Contains(text, "jet(") {
+		return nil
+	}
+	return template.FileRefs(text)
 }

@@ -206,7 +206,7 @@ func (c *collector) onRead(name, dir string) func(string, []byte) error {
 			return nil
 		}
 		s := template.Scope{Dir: dir, OnRead: hook}
-		for _, ref := range template.FileRefs(string(content)) {
+		for _, ref := range fileRefs(string(content)) {
 			if _, err := s.ReadFile(ref); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("%s: %w", rel, err)
 			}
@@ -227,7 +227,7 @@ func (c *collector) templateFiles(m *schemas.Manifest, s template.Scope) error {
 	for _, r := range m.Resources {
 		for _, k := range sortedKeys(r.Properties) {
 			for _, str := range stringsIn(r.Properties[k]) {
-				for _, ref := range template.FileRefs(str) {
+				for _, ref := range fileRefs(str) {
 					if _, err := s.ReadFile(ref); err != nil && !errors.Is(err, os.ErrNotExist) {
 						errs = append(errs, &schemas.Error{Pos: r.Pos, Path: r.Path + "." + k, Message: fmt.Sprintf("%s: %v", r.Ref(), err), Err: err})
 					}

@@ -50,6 +50,38 @@ type Scope struct {
 	depth int
 	// lenient makes a missing lookup without default render as nil.
 	lenient bool
+	// reuse is the environment Reusable made, for renders over the
+	// scope it was made for (same budget, depth and leniency).
+	reuse *reusedEnv
+}
+
+// reusedEnv is an expression environment made once (Scope.Reusable).
+type reusedEnv struct {
+	env     map[string]any
+	budget  *budget
+	depth   int
+	lenient bool
+}
+
+// Reusable returns s made ready for many renders (a compilation checking
+// every resource over the same data): its budget and its expression
+// environment are made once instead of at each Render, so every render
+// through it shares one deadline, Deadline (or RenderTimeout from now).
+// Set the returned scope's fields no further: make another one instead.
+func (s Scope) Reusable() Scope {
+	s = s.bounded()
+	s.reuse = nil
+	s.reuse = &reusedEnv{env: s.env(), budget: s.budget, depth: s.depth, lenient: s.lenient}
+	return s
+}
+
+// envFor returns the scope's expression environment, the reused one when
+// it was made for this scope.
+func (s Scope) envFor() map[string]any {
+	if r := s.reuse; r != nil && r.budget == s.budget && r.depth == s.depth && r.lenient == s.lenient {
+		return r.env
+	}
+	return s.env()
 }
 
 // SyntaxError is a template whose markers do not pair up.
@@ -110,7 +142,7 @@ func Render(s string, scope Scope) (any, error) {
 		return nil, err
 	}
 	scope = scope.bounded()
-	env := scope.env()
+	env := scope.envFor()
 	if len(parts) == 1 && parts[0].expr {
 		return eval(parts[0].text, env, scope.budget)
 	}
