@@ -87,6 +87,8 @@ type assignLoop struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	pw     *converge.PathWatcher // nil: not watched
+	uw     *converge.UnitWatcher // services' units (systemctl poll); nil: not watched
+	kw     *converge.KVWatcher   // kv:// documents' entries; nil: not watched
 
 	mu      sync.Mutex
 	running map[string]bool      // refs whose task runs here: their events are its own writes
@@ -240,6 +242,9 @@ func (s *assigner) startLocked(ctx context.Context, a bus.Assignment, first conv
 		} else {
 			l.pw = pw
 		}
+		l.uw = converge.NewUnitWatcher(converge.UnitWatcherConfig{Logger: s.log.With("assignment", a.Name)}, raw)
+		l.uw.Start(lctx)
+		l.kw = converge.NewKVWatcher(s.w.bus, raw)
 	}
 	s.loops[a.Name] = l
 	s.status[a.Name] = AssignmentStatus{Version: a.Version, State: converge.StateRepairing, Since: time.Now().UTC(), Polling: polling,
@@ -278,6 +283,10 @@ func (s *assigner) startLocked(ctx context.Context, a bus.Assignment, first conv
 		}
 		if l.pw != nil {
 			_ = l.pw.Close()
+		}
+		if l.uw != nil {
+			l.uw.Stop()
+			l.kw.Close()
 		}
 	})
 }
@@ -379,11 +388,17 @@ func (s *assigner) executing(task bus.Task) func(resources.Resource) {
 	l.running[ref] = true
 	l.mu.Unlock()
 	return func(res resources.Resource) {
-		if l.pw != nil {
-			if wt, ok := res.(resources.Watcher); ok {
-				if targets := wt.WatchTargets(); len(targets) > 0 {
+		if wt, ok := res.(resources.Watcher); ok && (l.pw != nil || l.uw != nil) {
+			if targets := wt.WatchTargets(); len(targets) > 0 {
+				if l.pw != nil {
 					if err := l.pw.Set(ref, targets); err != nil {
 						s.log.Warn("resource not watched: drift is seen by interval checks", "assignment", l.a.Name, "resource", ref, "error", err)
+					}
+				}
+				if l.uw != nil {
+					l.uw.Set(ref, targets)
+					if err := l.kw.Set(ref, targets); err != nil {
+						s.log.Warn("document entry not watched: drift is seen by interval checks", "assignment", l.a.Name, "resource", ref, "error", err)
 					}
 				}
 			}
