@@ -83,9 +83,10 @@ overrides:
 pre_message: "starting {{ lookup('data.greeting') }}"
 `)
 	cases["generated-edge.yaml"] = []byte("resources:\n  - file:\n    - /tmp/e/a:\n    - /tmp/e/b: {}\n    - \"/tmp/e/c\":\n        content: \"\\u00e9t\\u00e9 \\\"q\\\"\"\n    - /tmp/e/d: {content: 'x: y', mode: \"0644\"}\n  - exec: []\n  - package:\n")
+	cases["generated-literal.yaml"] = []byte("data:\n  motd: |\n    Welcome\n\n      indented # not a comment\n    end\n\n  strip: |-\n    no newline\nresources:\n  - file:\n    - /tmp/l/a:\n        content: |\n          line 1\n          line 2\n        mode: \"0644\"\n    - /tmp/l/b:\n        content: |-   # stripped\n          x\n  # a comment\n  - exec:\n    - echo:\n        command: |\n          echo hi\n")
 	cases["generated-dup.yaml"] = []byte("resources:\n  - file:\n    - /tmp/d/a:\n        content: a\n        content: b\n")
 	cases["generated-numbers.yaml"] = []byte("data:\n  a: 0644\n  b: 1.5\n  c: 1e3\n  d: 0x1f\n  e: .inf\n  f: 2001-12-14\n  g: -7\n  h: 30s\n  i: yes\n  j: ~\nresources: []\n")
-	cases["generated-tags.yaml"] = []byte("data:\n  a: &x 1\n  b: *x\n  c: !!str 3\n  d: |\n    text\nresources: []\n")
+	cases["generated-tags.yaml"] = []byte("data:\n  a: &x 1\n  b: *x\n  c: !!str 3\n  d: >\n    text\n  e: |+\n    kept\n\nresources: []\n")
 	cases["generated-errors.yaml"] = []byte("resources:\n  - file:\n    - /tmp/x:\n        mode: 644\n        ownr: x\n  - nosuch: []\n  - {type: exec, name: one, timeout: soon}\n")
 	return cases
 }
@@ -142,7 +143,7 @@ func TestFastPathMatches(t *testing.T) {
 	}
 	t.Logf("fast path took %d of %d manifests", taken, total)
 	require.Greater(t, taken, 60)
-	for _, name := range []string{"generated-block.yaml", "generated-flat.yaml", "generated-edge.yaml"} {
+	for _, name := range []string{"generated-block.yaml", "generated-flat.yaml", "generated-edge.yaml", "generated-literal.yaml"} {
 		_, ok := parseFast(s, "m.yaml", corpus[name])
 		require.True(t, ok, "%s should take the fast path", name)
 	}

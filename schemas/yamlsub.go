@@ -258,7 +258,7 @@ func (p *subsetParser) blockSeq(ind, depth int) *ynode {
 			n.items = append(n.items, p.blockMap(c, lineStart+c, depth+1))
 			continue
 		}
-		v := p.inlineValue(lineStart+c, depth)
+		v := p.inlineValue(lineStart+c, depth, ind)
 		n.items = append(n.items, v)
 		p.line++
 		p.noContinuation(ind)
@@ -408,7 +408,7 @@ func (p *subsetParser) blockMap(ind, first, depth int) *ynode {
 			p.line++
 			val = p.nested(ind, true, depth)
 		} else {
-			val = p.inlineValue(lineStart+v, depth)
+			val = p.inlineValue(lineStart+v, depth, ind)
 			p.line++
 			p.noContinuation(ind)
 		}
@@ -469,13 +469,16 @@ func (p *subsetParser) addKey(n, k, v *ynode) {
 }
 
 // inlineValue parses the value starting at byte offset off on p.line,
-// which must end the line (but for a comment).
-func (p *subsetParser) inlineValue(off, depth int) *ynode {
+// which must end the line (but for a comment), of a key or dash at
+// column ind; a literal block scalar leaves p.line on its last line.
+func (p *subsetParser) inlineValue(off, depth, ind int) *ynode {
 	t := p.lineText(p.line)
 	c := off - p.lines[p.line]
 	var n *ynode
 	var end int
 	switch t[c] {
+	case '|':
+		return p.literal(t, c, ind)
 	case '{', '[':
 		n, end = p.flow(t, c, depth)
 	case '"', '\'':
@@ -520,6 +523,66 @@ func (p *subsetParser) inlineValue(off, depth int) *ynode {
 	if n.off == 0 && n.line == 0 {
 		n.off, n.line, n.col = off, p.line+1, p.col(p.line, off)
 	}
+	return n
+}
+
+// literal parses a literal block scalar ("|" or "|-", the content
+// indentation found from its first line) whose header is at t[c], for a
+// key or dash at column ind. It refuses the keep chomping ("|+"),
+// indentation indicators, lines of spaces only, a scalar without content
+// and one that ends the file without a newline.
+func (p *subsetParser) literal(t []byte, c, ind int) *ynode {
+	strip := false
+	h := c + 1
+	if h < len(t) && t[h] == '-' {
+		strip, h = true, h+1
+	}
+	if h < len(t) && t[h] != ' ' || !restIsComment(t, h) {
+		p.bad = true
+		return nil
+	}
+	n := p.mk(ynode{kind: yscalar, off: p.lines[p.line] + c, line: p.line + 1, col: p.col(p.line, p.lines[p.line]+c)})
+	b := p.buf[:0]
+	ci, last, empty := -1, -1, 0
+	for l := p.line + 1; l < len(p.lines); l++ {
+		lt := p.lineText(l)
+		if len(lt) == 0 {
+			empty++
+			continue
+		}
+		i := p.indent(l)
+		if i == len(lt) {
+			p.bad = true // a line of spaces: its meaning depends on the indentation
+			return nil
+		}
+		if ci < 0 {
+			if i <= ind {
+				break
+			}
+			ci = i
+		}
+		if i < ci {
+			break
+		}
+		for ; empty > 0; empty-- {
+			b = append(b, '\n')
+		}
+		b = append(b, lt[ci:]...)
+		b = append(b, '\n')
+		last = l
+	}
+	if last < 0 || last == len(p.lines)-1 && p.src[len(p.src)-1] != '\n' {
+		p.bad = true
+		return nil
+	}
+	if strip {
+		for len(b) > 0 && b[len(b)-1] == '\n' {
+			b = b[:len(b)-1]
+		}
+	}
+	n.val = string(b)
+	p.buf = b[:0]
+	p.line = last
 	return n
 }
 
