@@ -111,14 +111,14 @@ func TestPermissionNames(t *testing.T) {
 	setNATSEnv(t)
 	m, err := conf.ParseFile(filepath.Join("nats", "accounts.conf"))
 	require.NoError(t, err)
-	streams := []string{bus.StreamRuns, bus.StreamTasks, bus.StreamHistory, bus.StreamEvents,
+	streams := []string{bus.StreamRuns, bus.StreamTasks, bus.StreamHistory, bus.StreamEvents, bus.StreamRegistrations,
 		"KV_" + bus.BucketRuns, "KV_" + bus.BucketWorkers, "KV_" + bus.BucketResults, "OBJ_" + bus.BucketBundles,
 		"OBJ_" + bus.BucketReports, "OBJ_" + bus.BucketTasks, "KV_" + bus.BucketCancels, "KV_" + bus.BucketAssignments}
 	buckets := []string{bus.BucketRuns, bus.BucketWorkers, bus.BucketResults, bus.BucketBundles, bus.BucketReports, bus.BucketTasks,
 		bus.BucketCancels, bus.BucketAssignments}
 	manifoldSubjects := []string{bus.SubjectRunSubmit, bus.SubjectAPIPrefix + ".>", bus.SubjectTasksAll,
 		bus.SubjectOutcomesAll, bus.SubjectEventsAll, bus.SubjectControlPrefix + ".*.cancel", bus.SubjectPrefix + ".>",
-		bus.SubjectConvergeAll}
+		bus.SubjectConvergeAll, bus.SubjectRegistrationsAll, strings.TrimSuffix(bus.SubjectTasksAll, ">") + "*"}
 	// $JS.API.<...>.<STREAM>[.rest], $JS.ACK.[<domain>.<hash>.]<STREAM>.>, $JS.FC.<STREAM>.>
 	streamRef := regexp.MustCompile(`^\$JS\.(?:API\.(?:STREAM\.INFO|STREAM\.MSG\.GET|DIRECT\.GET|CONSUMER\.[A-Z]+(?:\.NEXT)?)|ACK(?:\.\*\.\*)?|FC)\.([^.>*]+)`)
 	for name, u := range accountUsers(t, m["accounts"]) {
