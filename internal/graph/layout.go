@@ -259,6 +259,7 @@ func (g *Graph) writeLayoutSVG(w io.Writer) error {
 	bw.WriteString(`<svg xmlns="http://www.w3.org/2000/svg" width="` + f(d.w) + `" height="` + f(d.h) +
 		`" viewBox="0 0 ` + f(d.w) + " " + f(d.h) + `">` + "\n")
 	bw.WriteString(`<g id="graph0" class="graph" font-family="Helvetica,Arial,sans-serif" font-size="11">` + "\n")
+	bw.WriteString(`<path d="M0,0 H` + f(d.w) + " V" + f(d.h) + ` H0 Z" fill="#ffffff"/>` + "\n") // readable on a dark page too
 	bw.WriteString("<title>" + esc(g.Manifest) + "</title>\n")
 	bw.WriteString(`<text x="` + f(margin) + `" y="` + f(margin+13) + `" font-size="13" font-weight="bold" fill="#111827">` +
 		esc(oneLine(g.Manifest)) + "</text>\n")
