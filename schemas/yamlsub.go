@@ -62,8 +62,10 @@ func (n *ynode) get(key string) *ynode {
 // subsetParser holds the state of one parseSubset.
 type subsetParser struct {
 	src []byte
-	// lines are the byte offsets where lines start.
+	// lines are the byte offsets where lines start; inds their numbers
+	// of leading spaces.
 	lines []int
+	inds  []int32
 	// line is the current line (0-based) of the block parser.
 	line int
 	bad  bool
@@ -104,6 +106,14 @@ func parseSubset(src []byte) (*ynode, bool) {
 		if c == '\n' && i+1 < len(src) {
 			p.lines = append(p.lines, i+1)
 		}
+	}
+	p.inds = make([]int32, len(p.lines))
+	for l, start := range p.lines {
+		i := start
+		for i < len(src) && src[i] == ' ' {
+			i++
+		}
+		p.inds[l] = int32(i - start)
 	}
 	p.line = 0
 	if !p.skipBlank() {
@@ -154,14 +164,7 @@ func (p *subsetParser) lineText(l int) []byte {
 }
 
 // indent returns the number of leading spaces of line l.
-func (p *subsetParser) indent(l int) int {
-	t := p.lineText(l)
-	n := 0
-	for n < len(t) && t[n] == ' ' {
-		n++
-	}
-	return n
-}
+func (p *subsetParser) indent(l int) int { return int(p.inds[l]) }
 
 // skipBlank moves p.line to the next line holding something other than
 // spaces and a comment, and reports whether there is one. Document
