@@ -110,11 +110,17 @@ func TestHelloExample(t *testing.T) {
 		t.Errorf("noop apply ran the reload: reloads.log is %q", got)
 	}
 
-	// The text output says the same to a human.
+	// The text output says the same to a human: the change by default,
+	// the stable resources too with --verbose.
 	r := runWith(t, o, "apply", "--noop", "--data", dataDir, manifest)
 	wantCode(t, r, 0)
+	if !containsLine(r.stdout, "would change", "file#"+conf) || containsLine(r.stdout, "stable", "file#"+motd) {
+		t.Errorf("noop text output: want app.conf 'would change' and no line for the stable motd:\n%s", r)
+	}
+	r = runWith(t, o, "apply", "--noop", "--verbose", "--data", dataDir, manifest)
+	wantCode(t, r, 0)
 	if !containsLine(r.stdout, "would change", "file#"+conf) || !containsLine(r.stdout, "stable", "file#"+motd) {
-		t.Errorf("noop text output: want app.conf 'would change' and motd 'stable':\n%s", r)
+		t.Errorf("noop --verbose text output: want app.conf 'would change' and motd 'stable':\n%s", r)
 	}
 	if got := readFile(t, conf); got != drifted {
 		t.Errorf("noop text apply changed app.conf: got %q", got)
