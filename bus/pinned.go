@@ -16,6 +16,10 @@ import (
 // without being woken (a wake lost while its connection was down).
 const pinnedIdlePoll = 2 * time.Minute
 
+// pinnedWakeWindow is how long after a wake a worker keeps reading for the
+// task that woke it.
+const pinnedWakeWindow = 30 * time.Second
+
 // PinnedTasks hands out the tasks of a worker's own pool (runs pinned to
 // it: fleet fan-outs, assignments) without a JetStream consumer. The
 // worker subscribes to its pool's subject in core NATS, which wakes it
@@ -98,6 +102,7 @@ func (p *PinnedTasks) Next(ctx context.Context) (*Delivery, error) {
 		}
 	}
 	burst := 0 // reads since a wake that found nothing
+	var woken time.Time
 	failed := 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -140,10 +145,12 @@ func (p *PinnedTasks) Next(ctx context.Context) (*Delivery, error) {
 			continue
 		}
 		// Nothing past the cursor. A wake can come before the stream
-		// has stored its message: read again a few times, then wait.
+		// has stored its message (seconds before, on a loaded server):
+		// read again, 2 ms doubling to 1 s, for pinnedWakeWindow after
+		// the wake; then wait.
 		wait := pinnedIdlePoll/2 + time.Duration(rand.Int64N(int64(pinnedIdlePoll)))
-		if burst > 0 && burst < 12 {
-			wait = time.Millisecond << burst // 2 ms … 2 s
+		if burst > 0 && time.Now().Before(woken.Add(pinnedWakeWindow)) {
+			wait = min(time.Millisecond<<min(burst, 10), time.Second)
 			burst++
 		} else {
 			burst = 0
@@ -152,9 +159,9 @@ func (p *PinnedTasks) Next(ctx context.Context) (*Delivery, error) {
 		select {
 		case <-p.wake:
 			p.drainWakes()
-			burst = 1
+			burst, woken = 1, time.Now()
 		case <-p.status:
-			burst = 1
+			burst, woken = 1, time.Now()
 		case <-p.renudge:
 		case <-t.C:
 		case <-ctx.Done():
