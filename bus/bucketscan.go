@@ -21,9 +21,10 @@ const scanIdle = 500 * time.Millisecond
 // Keys uses, so a client allowed to list keys may scan): a bucket of N
 // entries costs one consumer, where Keys and a Get per key cost N+1 round
 // trips. Deleted and purged keys and expiry markers are skipped. Each key
-// is visited at most once; a key written while the scan runs may be
-// visited with its old or its new value, and a key created meanwhile may
-// or may not be. A visit error stops the scan and is returned as it is; a
+// is visited at most once; a key that exists for the whole scan is
+// visited, with its old or its new value when it is written meanwhile (a
+// key the pass missed that way is read at the end: scanMissed), and a key
+// created meanwhile may or may not be. A visit error stops the scan and is returned as it is; a
 // bus error names the bucket. Scan blocks until the last entry was
 // visited or ctx ends; the consumer is deleted when it returns.
 func (b *Bus) Scan(ctx context.Context, bkt *Bucket, visit func(Entry) error) error {
@@ -47,7 +48,7 @@ func (b *Bus) Scan(ctx context.Context, bkt *Bucket, visit func(Entry) error) er
 				return fmt.Errorf("bus: scan %s: the consumer stopped", name)
 			}
 			if e == nil {
-				return nil // every entry present when the scan started was delivered
+				return b.scanMissed(ctx, bkt, seen, visit) // the watcher's initial values were delivered
 			}
 			last, idles = e.Revision(), 0
 			idle.Reset(scanIdle)
@@ -67,12 +68,41 @@ func (b *Bus) Scan(ctx context.Context, bkt *Bucket, visit func(Entry) error) er
 				return scanErr(name, err)
 			}
 			if s, ok := st.(*jetstream.KeyValueBucketStatus); ok && s.StreamInfo().State.LastSeq <= last || st.Values() == 0 || idles > 0 {
-				return nil
+				return b.scanMissed(ctx, bkt, seen, visit)
 			}
 			idles++
 			idle.Reset(scanIdle)
 		}
 	}
+}
+
+// scanMissed visits the keys the stream holds that the pass did not: a
+// key rewritten while the pass ran can be missed by it (its old message is
+// removed before it is delivered, and the watcher may say it is done
+// before the new one comes). One request lists the stored keys (the
+// stream's subject index); each missed one is read by itself. A key
+// deleted or expired meanwhile is skipped.
+func (b *Bus) scanMissed(ctx context.Context, bkt *Bucket, seen map[string]struct{}, visit func(Entry) error) error {
+	keys, err := b.StoredKeys(ctx, bkt)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if _, ok := seen[k]; ok {
+			continue
+		}
+		e, err := bkt.Get(ctx, k)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("bus: scan %s: %w", bkt.kv.Bucket(), err)
+		}
+		seen[k] = struct{}{}
+		if err := visit(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func scanErr(bucket string, err error) error {
