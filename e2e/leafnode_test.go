@@ -221,20 +221,7 @@ func TestLeafnodeSiteConvergesThroughOutage(t *testing.T) {
 	// The link is back: the run reaches the hub.
 	link.up(t)
 	distEventually(t, 10*time.Second, "the link is up", linked(1))
-	var off offlineRun
-	distEventually(t, 30*time.Second, "runs at the hub lists the offline run", func() (bool, string) {
-		runs, raw := leafRuns(t, atHub)
-		for _, r := range runs {
-			if r.Offline {
-				off = r
-				return true, raw
-			}
-		}
-		return false, raw
-	})
-	if off.Trigger != "drift" || off.Assignment != "app" || off.Status != "succeeded" || off.Counts.Changed != 1 || off.Counts.Total != 1 {
-		t.Fatalf("offline run = %+v, want a succeeded drift run of app that changed a.conf only", off)
-	}
+	off := waitOfflineDriftRun(t, 30*time.Second, "runs at the hub lists the offline run", func() ([]offlineRun, string) { return leafRuns(t, atHub) })
 	st := runWith(t, runOpts{}, atHub("status", off.RunID)...)
 	wantCode(t, st, 0)
 	if !strings.Contains(st.stdout, "offline (reported by worker site1-w1)") {

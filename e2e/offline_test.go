@@ -136,20 +136,7 @@ func TestOfflineWorkerRepairsFromCachedPlanAndReportsLater(t *testing.T) {
 
 	// The server is back: the spooled run is reported.
 	startServerAt(t, addr, store)
-	var off offlineRun
-	distEventually(t, 60*time.Second, "runs lists the offline run", func() (bool, string) {
-		runs, raw := listRuns(t, url)
-		for _, r := range runs {
-			if r.Offline {
-				off = r
-				return true, raw
-			}
-		}
-		return false, raw
-	})
-	if off.Trigger != "drift" || off.Assignment != "app" || off.Status != "succeeded" || off.Counts.Changed != 1 || off.Counts.Total != 1 {
-		t.Fatalf("offline run = %+v, want a succeeded drift run of app that changed a.conf only", off)
-	}
+	off := waitOfflineDriftRun(t, 60*time.Second, "runs lists the offline run", func() ([]offlineRun, string) { return listRuns(t, url) })
 	for _, r := range runsBefore {
 		if r.RunID == off.RunID {
 			t.Fatalf("offline run %s was listed before the outage", off.RunID)
@@ -168,4 +155,26 @@ func TestOfflineWorkerRepairsFromCachedPlanAndReportsLater(t *testing.T) {
 		st, raw := workerAssignment(t, url, "w1", "app")
 		return st.Spooled == 0 && st.State == "converged", raw
 	})
+}
+
+// waitOfflineDriftRun waits until list shows a run marked offline and
+// checks it is the succeeded drift run of assignment app that changed its
+// one drifted file.
+func waitOfflineDriftRun(t *testing.T, within time.Duration, what string, list func() ([]offlineRun, string)) offlineRun {
+	t.Helper()
+	var off offlineRun
+	distEventually(t, within, what, func() (bool, string) {
+		runs, raw := list()
+		for _, r := range runs {
+			if r.Offline {
+				off = r
+				return true, raw
+			}
+		}
+		return false, raw
+	})
+	if off.Trigger != "drift" || off.Assignment != "app" || off.Status != "succeeded" || off.Counts.Changed != 1 || off.Counts.Total != 1 {
+		t.Fatalf("offline run = %+v, want a succeeded drift run of app that changed a.conf only", off)
+	}
+	return off
 }
