@@ -74,7 +74,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}}
 	for _, page := range []string{"fleet", "runs", "run", "error"} {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+page+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/runtable.html", "assets/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("ui: template %s: %w", page, err)
 		}
