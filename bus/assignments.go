@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -273,11 +275,229 @@ type AssignmentUpdate struct {
 // WatchAssignments sends every stored assignment (Initial), a marker once
 // they have all been sent, then every change as it is made (a watch, not
 // a poll), until ctx ends; then it closes the channel.
+//
+// It costs the server no consumer: the watch is a core NATS subscription
+// to the bucket's subjects ($KV.manifold-assignments.>), made before the
+// stored keys are listed (the stream's subject index, one request) and
+// read (a direct get each), so a change made while the watch starts is
+// either listed or heard. A change heard is read back from the stream by
+// key, again (2 ms doubling to 1 s, for assignWakeWindow) until the
+// stream shows it: the core message can come before the stream has
+// stored it. After a reconnection, or when the client dropped messages of
+// the subscription (a slow consumer), the keys are listed again and what
+// changed meanwhile is sent. A NATS server allows 1,000 consumers per
+// stream by default: an ordered consumer per worker stopped the 1,001st
+// worker's watch.
+//
+// A bus in another JetStream domain (a leafnode site: Config.Domain)
+// watches through an ordered consumer as before: NATS denies $KV.>
+// subjects across a leafnode link between domains.
 func (b *Bus) WatchAssignments(ctx context.Context) (<-chan AssignmentUpdate, error) {
 	bk, err := b.assignmentsBucket(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if b.cfg.Domain != "" {
+		return b.watchAssignmentsConsumer(ctx, bk)
+	}
+	w := &assignWatch{b: b, bk: bk, prefix: "$KV." + BucketAssignments + ".",
+		known: map[string]uint64{}, dirty: map[string]struct{}{}, wake: make(chan struct{}, 1)}
+	// Subscribed before anything is listed: a change made from now on is
+	// heard, one made before is listed.
+	sub, err := b.nc.Subscribe(w.prefix+">", w.heard)
+	if err != nil {
+		return nil, fmt.Errorf("bus: watch %s: %w", BucketAssignments, err)
+	}
+	_ = sub.SetPendingLimits(-1, 64<<20)
+	status := b.nc.StatusChanged(nats.CONNECTED)
+	out := make(chan AssignmentUpdate)
+	go func() {
+		defer close(out)
+		defer b.nc.RemoveStatusListener(status)
+		defer func() { _ = sub.Unsubscribe() }()
+		w.run(ctx, sub, status, out)
+	}()
+	return out, nil
+}
+
+// assignWakeWindow is how long after a change is heard the watch reads its
+// key again until the stream shows the change. A change that never shows
+// (an update refused for its revision) costs reads for that long.
+const assignWakeWindow = 30 * time.Second
+
+// assignDropCheck is how often an idle watch checks whether the client
+// dropped messages of its subscription (then it lists the keys again).
+const assignDropCheck = 5 * time.Second
+
+// assignWatch is the state of one WatchAssignments without a consumer.
+type assignWatch struct {
+	b      *Bus
+	bk     *Bucket
+	prefix string
+	known  map[string]uint64 // key → revision sent (live keys only)
+
+	mu    sync.Mutex
+	dirty map[string]struct{} // keys heard, not yet read
+	wake  chan struct{}
+}
+
+// heard is the subscription's handler: it notes the key and wakes run.
+func (w *assignWatch) heard(m *nats.Msg) {
+	key, ok := strings.CutPrefix(m.Subject, w.prefix)
+	if !ok || key == "" {
+		return
+	}
+	w.mu.Lock()
+	w.dirty[key] = struct{}{}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pendingKey is a key heard whose change the stream did not show yet.
+type pendingKey struct {
+	until time.Time
+}
+
+func (w *assignWatch) run(ctx context.Context, sub *nats.Subscription, status chan nats.Status, out chan<- AssignmentUpdate) {
+	send := func(u AssignmentUpdate) bool {
+		select {
+		case out <- u:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	relist, initial := true, true
+	failed := 0  // listings failed in a row
+	backoff := 0 // reads of pending keys since the last wake
+	dropped := 0 // messages the client dropped, as last seen
+	pending := map[string]pendingKey{}
+	for ctx.Err() == nil {
+		if relist {
+			if err := w.list(ctx, initial, send); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				failed++
+				if sleepCtx(ctx, refusedBackoff(failed)) != nil {
+					return
+				}
+				continue
+			}
+			relist, initial, failed = false, false, 0
+		}
+		w.mu.Lock()
+		for k := range w.dirty {
+			pending[k] = pendingKey{until: time.Now().Add(assignWakeWindow)}
+			backoff = 0
+		}
+		clear(w.dirty)
+		w.mu.Unlock()
+		for k, p := range pending {
+			changed, err := w.read(ctx, k, send)
+			if ctx.Err() != nil {
+				return
+			}
+			if changed || (err == nil && time.Now().After(p.until)) {
+				delete(pending, k)
+			}
+		}
+		wait := assignDropCheck
+		if len(pending) > 0 {
+			backoff++
+			wait = min(time.Millisecond<<min(backoff, 10), time.Second)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-w.wake:
+		case <-status:
+			relist = true // what was published while disconnected was not heard
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if n, err := sub.Dropped(); err == nil && n != dropped {
+			dropped, relist = n, true
+		}
+	}
+}
+
+// list reads every stored assignment and sends what differs from what was
+// sent (all of it, Initial, and the marker, the first time); a known key
+// no longer stored is sent as removed.
+func (w *assignWatch) list(ctx context.Context, initial bool, send func(AssignmentUpdate) bool) error {
+	keys, err := w.b.StoredKeys(ctx, w.bk)
+	if err != nil {
+		return err
+	}
+	live := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		e, err := w.bk.Get(ctx, k)
+		if errors.Is(err, ErrNotFound) {
+			continue // a delete or purge marker
+		} else if err != nil {
+			return err
+		}
+		live[k] = struct{}{}
+		if w.known[k] == e.Revision {
+			continue
+		}
+		w.known[k] = e.Revision
+		if !send(w.update(k, e, initial)) {
+			return ctx.Err()
+		}
+	}
+	for k := range w.known {
+		if _, ok := live[k]; !ok {
+			delete(w.known, k)
+			if !send(AssignmentUpdate{Name: k}) {
+				return ctx.Err()
+			}
+		}
+	}
+	if initial && !send(AssignmentUpdate{Initial: true}) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// read reads key and sends it when it differs from what was sent; changed
+// reports whether it did.
+func (w *assignWatch) read(ctx context.Context, key string, send func(AssignmentUpdate) bool) (changed bool, err error) {
+	e, err := w.bk.Get(ctx, key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if _, ok := w.known[key]; !ok {
+			return false, nil
+		}
+		delete(w.known, key)
+		return send(AssignmentUpdate{Name: key}), nil
+	case err != nil:
+		return false, err
+	case w.known[key] == e.Revision:
+		return false, nil
+	}
+	w.known[key] = e.Revision
+	return send(w.update(key, e, false)), nil
+}
+
+func (w *assignWatch) update(key string, e Entry, initial bool) AssignmentUpdate {
+	u := AssignmentUpdate{Name: key, Initial: initial}
+	a, err := decodeAssignment(key, e.Value, e.Revision)
+	if err != nil {
+		u.Err = err
+	} else {
+		u.Assignment = &a
+	}
+	return u
+}
+
+// watchAssignmentsConsumer is WatchAssignments through an ordered
+// consumer on the bucket's stream (a bus in another JetStream domain).
+func (b *Bus) watchAssignmentsConsumer(ctx context.Context, bk *Bucket) (<-chan AssignmentUpdate, error) {
 	w, err := bk.kv.WatchAll(ctx)
 	if err != nil {
 		return nil, bk.translate("watch", ">", err)
