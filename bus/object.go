@@ -95,3 +95,68 @@ func (b *Bus) directGet(ctx context.Context, api string, req []byte) (*nats.Msg,
 		}
 	}
 }
+
+// purgeSubject removes every message of stream on subject (a filter,
+// wildcards allowed) with one JetStream purge request: no marker is left,
+// so the stream keeps no state for the subject afterwards (a KV delete or
+// an object store delete leaves one message per key, kept for ever).
+func (b *Bus) purgeSubject(ctx context.Context, stream, subject string) error {
+	req, _ := json.Marshal(struct {
+		Filter string `json:"filter"`
+	}{subject})
+	msg, err := b.nc.RequestWithContext(ctx, b.apiPrefix()+"STREAM.PURGE."+stream, req)
+	if err != nil {
+		return fmt.Errorf("bus: purge %s of %s: %w", subject, stream, err)
+	}
+	var resp struct {
+		Success bool `json:"success"`
+		Error   *struct {
+			Code        int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return fmt.Errorf("bus: purge %s of %s: unreadable reply: %w", subject, stream, err)
+	}
+	if resp.Error != nil {
+		return fmt.Errorf("bus: purge %s of %s: %s (%d)", subject, stream, resp.Error.Description, resp.Error.Code)
+	}
+	return nil
+}
+
+// PurgeKey removes key from bkt by subject: the key's values and any
+// delete marker go, and the bucket's stream keeps nothing of it (Delete
+// keeps a marker per key). A key that does not exist is not an error.
+func (b *Bus) PurgeKey(ctx context.Context, bkt *Bucket, key string) error {
+	name := bkt.kv.Bucket()
+	return b.purgeSubject(ctx, "KV_"+name, "$KV."+name+"."+key)
+}
+
+// PurgeReport removes the stored report of runID (its chunks and its
+// description) by subject, leaving no marker. A run without a stored
+// report is not an error.
+func (b *Bus) PurgeReport(ctx context.Context, runID string) error {
+	store, err := b.reportStore(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := store.GetInfo(ctx, runID, jetstream.GetObjectInfoShowDeleted())
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("bus: purge report of %s: %w", runID, err)
+	}
+	stream := "OBJ_" + BucketReports
+	if info.NUID != "" {
+		if err := b.purgeSubject(ctx, stream, "$O."+BucketReports+".C."+info.NUID); err != nil {
+			return err
+		}
+	}
+	return b.purgeSubject(ctx, stream, "$O."+BucketReports+".M."+base64.URLEncoding.EncodeToString([]byte(runID)))
+}
+
+// PurgeEvents removes the progress events of runID, a run of the tree
+// rootRunID, from the events stream by subject.
+func (b *Bus) PurgeEvents(ctx context.Context, rootRunID, runID string) error {
+	return b.purgeSubject(ctx, StreamEvents, "manifold.events."+token(rootRunID)+"."+token(runID)+".>")
+}

@@ -97,6 +97,11 @@ type Config struct {
 	// Defaults to a fifth of Lease, at most a second: a run handed off by
 	// a stopping coordinator is resumed within it.
 	ScanInterval time.Duration
+	// FoldEventsGrace is how long after a fan-out ended the progress
+	// events of its folded child runs are purged (fold.go): a follower
+	// still reading the run tree's events gets them meanwhile. Defaults
+	// to 30s.
+	FoldEventsGrace time.Duration
 }
 
 // WithDefaults returns cfg with zero fields set to their defaults.
@@ -115,6 +120,7 @@ func (cfg Config) WithDefaults() Config {
 	cfg.OutcomeGrace = cmp.Or(cfg.OutcomeGrace, DefaultOutcomeGrace)
 	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
 	cfg.ScanInterval = cmp.Or(cfg.ScanInterval, min(cfg.Lease/5, time.Second))
+	cfg.FoldEventsGrace = cmp.Or(cfg.FoldEventsGrace, DefaultFoldEventsGrace)
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()
 	}
@@ -159,6 +165,7 @@ type Coordinator struct {
 	driving   driving
 	histories *bus.Histories
 	trees     treeSlots
+	folds     foldStash // fan-out children's reports (fold.go)
 
 	slotsMu sync.Mutex
 	slots   map[string]slotCount // by pool (spreadOf)

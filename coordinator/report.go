@@ -235,6 +235,12 @@ func GetReport(ctx context.Context, b *bus.Bus, runID string) (*Report, error) {
 
 func getReport(ctx context.Context, b *bus.Bus, runID string, level int) (*Report, error) {
 	rec, _, err := loadRecord(ctx, b.Runs(), runID)
+	if errors.Is(err, bus.ErrNotFound) {
+		// A fan-out's child folded into its fan-out's report (fold.go).
+		if rep, ferr := foldedReport(ctx, b, runID, 0); ferr == nil {
+			return rep, nil
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", runID, err)
 	}
@@ -252,8 +258,8 @@ func getReport(ctx context.Context, b *bus.Bus, runID string, level int) (*Repor
 	g.SetLimit(childReportReads)
 	for i := range rep.Resources {
 		id := rep.Resources[i].ChildRunID
-		if id == "" {
-			continue
+		if id == "" || rep.Resources[i].Child != nil {
+			continue // none, or folded into the stored report (fold.go)
 		}
 		g.Go(func() error {
 			child, err := getReport(gctx, b, id, level+1)

@@ -784,6 +784,7 @@ func (r *run) finish(ctx context.Context) {
 		rec.Error += "; no answer from " + strings.Join(rep.NoAnswer, ", ")
 		rep.Error = rec.Error
 	}
+	folded := r.fold(ctx, rep) // a fan-out's children (fold.go)
 	data, err := json.Marshal(rep)
 	if err == nil {
 		err = r.c.bus.PutReport(ctx, rec.RunID, data)
@@ -806,9 +807,11 @@ func (r *run) finish(ctx context.Context) {
 	// resource's span), so the child never outlasts its parent in a trace.
 	// Ending again on return is a no-op.
 	r.span.End()
+	r.stashForParent(rep)
 	r.reportToParent(ctx, nil)
 	r.forgetTree(ctx)
 	r.deactivate(ctx)
+	r.purgeFolded(ctx, folded)
 	r.log.Info("run finished", "status", rec.Status, "changed", rep.Counts.Changed, "failed", rep.Counts.Failed,
 		"skipped", rep.Counts.Skipped, "duration_ms", rep.DurationMS)
 }

@@ -1,0 +1,65 @@
+package bus_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/internal/bustest"
+)
+
+// streamSubjects counts the subjects stream keeps under filter.
+func streamSubjects(t *testing.T, ctx context.Context, b *bus.Bus, stream, filter string) int {
+	t.Helper()
+	js, err := jetstream.New(b.Conn())
+	require.NoError(t, err)
+	s, err := js.Stream(ctx, stream)
+	require.NoError(t, err)
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+	require.NoError(t, err)
+	return len(info.State.Subjects)
+}
+
+// A folded run's record, report and events are purged by subject: the
+// streams keep no subject of them afterwards (a KV or object delete would
+// keep a marker per run, for ever), the other runs' are untouched, and
+// purging what is not there is not an error.
+func TestPurgeLeavesNoSubject(t *testing.T) {
+	_, b := bustest.Start(t, bus.Config{})
+	ctx := ctxT(t)
+
+	for _, id := range []string{"root-a0", "root-a1"} {
+		require.NoError(t, b.PutReport(ctx, id, bytes.Repeat([]byte("x"), 300<<10))) // three chunks
+		_, err := b.Runs().Put(ctx, "run."+id, []byte(`{}`))
+		require.NoError(t, err)
+		for _, k := range []bus.EventKind{bus.EventRunStarted, bus.EventTaskFinished, bus.EventRunFinished} {
+			require.NoError(t, b.PublishEvent(ctx, bus.Event{Kind: k, RunID: id, RootRunID: "root"}))
+		}
+	}
+	obj := "OBJ_" + bus.BucketReports
+	require.Equal(t, 2, streamSubjects(t, ctx, b, obj, "$O."+bus.BucketReports+".M.>"))
+	require.Equal(t, 6, streamSubjects(t, ctx, b, bus.StreamEvents, "manifold.events.root.>"))
+
+	require.NoError(t, b.PurgeReport(ctx, "root-a0"))
+	require.NoError(t, b.PurgeKey(ctx, b.Runs(), "run.root-a0"))
+	require.NoError(t, b.PurgeEvents(ctx, "root", "root-a0"))
+
+	require.Equal(t, 1, streamSubjects(t, ctx, b, obj, "$O."+bus.BucketReports+".M.>"))
+	require.Equal(t, 1, streamSubjects(t, ctx, b, obj, "$O."+bus.BucketReports+".C.>"), "chunks of the purged report remain")
+	require.Equal(t, 1, streamSubjects(t, ctx, b, "KV_"+bus.BucketRuns, "$KV."+bus.BucketRuns+".>"))
+	require.Equal(t, 3, streamSubjects(t, ctx, b, bus.StreamEvents, "manifold.events.root.>"))
+	_, err := b.GetReport(ctx, "root-a0")
+	require.ErrorIs(t, err, bus.ErrNotFound)
+	got, err := b.GetReport(ctx, "root-a1")
+	require.NoError(t, err)
+	require.Len(t, got, 300<<10)
+
+	// Again: nothing left to purge.
+	require.NoError(t, b.PurgeReport(ctx, "root-a0"))
+	require.NoError(t, b.PurgeKey(ctx, b.Runs(), "run.root-a0"))
+	require.NoError(t, b.PurgeEvents(ctx, "root", "root-a0"))
+}

@@ -1,0 +1,259 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/manifold-run/manifold/bus"
+)
+
+// Folding a fan-out's children into the fan-out.
+//
+// A fan-out (each-worker or where run) has one child run per host, and
+// each child left on the bus a run record, a stored report and its
+// progress events, kept after the fan-out ended: per host and fan-out,
+// subjects the server holds in memory for as long as they exist (records
+// and reports for ever). At its end a fan-out now folds its children's
+// reports into its own stored report (each under its apply#<host>
+// resource, as GetReport nested them before), then purges the children's
+// records and reports by subject at once and their events after
+// Config.FoldEventsGrace (a follower still reading the tree's events gets
+// them). What a fan-out keeps is then one record, one report and its own
+// events, whatever the number of hosts.
+//
+// A child's report reaches the fold without a read when the child ended
+// on the coordinator driving the fan-out (foldStash); otherwise, or after
+// a restart, it is read from the reports store. A child not ended by the
+// fold (cancelled for want of an answer, still stopping) is not folded:
+// its report is read from its own record as before.
+
+// DefaultFoldEventsGrace is the default of Config.FoldEventsGrace.
+const DefaultFoldEventsGrace = 30 * time.Second
+
+// foldStash holds the reports of fan-out children that ended on this
+// coordinator, by parent run and child run, until their fan-out folds
+// them.
+type foldStash struct {
+	mu sync.Mutex
+	m  map[string]map[string]*Report
+}
+
+// put keeps rep, the report of a child of parent.
+func (s *foldStash) put(parent string, rep *Report) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]map[string]*Report{}
+	}
+	if s.m[parent] == nil {
+		s.m[parent] = map[string]*Report{}
+	}
+	s.m[parent][rep.RunID] = rep
+}
+
+// take removes and returns the reports kept for parent's children.
+func (s *foldStash) take(parent string) map[string]*Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := s.m[parent]
+	delete(s.m, parent)
+	return got
+}
+
+// stashForParent keeps the report of a fan-out child that just ended for
+// its fan-out, when this coordinator drives it. A child with child runs
+// of its own is not kept: the fold reads it with theirs nested.
+func (r *run) stashForParent(rep *Report) {
+	rec := r.rec
+	if rec.ParentRunID == "" || rec.Request.PinWorker == "" || !strings.HasSuffix(rec.Manifest, "@"+rec.Request.PinWorker) ||
+		r.c.driving.wakeup(rec.ParentRunID) == nil {
+		return
+	}
+	for _, res := range rep.Resources {
+		if res.ChildRunID != "" {
+			return
+		}
+	}
+	r.c.folds.put(rec.ParentRunID, rep)
+}
+
+// fold nests the reports of the fan-out's ended children in rep, its
+// report about to be stored, and returns the run IDs folded (children
+// and theirs), to purge once rep is stored.
+func (r *run) fold(ctx context.Context, rep *Report) []string {
+	stash := r.c.folds.take(r.rec.RunID)
+	if !r.rec.Request.EachWorker {
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(childReportReads)
+	for i := range rep.Resources {
+		id := rep.Resources[i].ChildRunID
+		if id == "" {
+			continue
+		}
+		if child, ok := stash[id]; ok {
+			rep.Resources[i].Child = child
+			continue
+		}
+		g.Go(func() error {
+			child, err := getReport(gctx, r.c.bus, id, 1)
+			if err != nil {
+				if !errors.Is(err, bus.ErrNotFound) {
+					r.log.Warn("child report not folded; it stays with its run", "child_run_id", id, "error", err)
+				}
+				return nil
+			}
+			rep.Resources[i].Child = child
+			return nil
+		})
+	}
+	_ = g.Wait()
+	var ids []string
+	for i := range rep.Resources {
+		child := rep.Resources[i].Child
+		if child == nil {
+			continue
+		}
+		if !child.Status.Final() || !finalTree(child) {
+			rep.Resources[i].Child = nil // read from its own record, as it goes on
+			continue
+		}
+		ids = appendTree(ids, child)
+	}
+	return ids
+}
+
+// finalTree reports whether every run under rep (nested) has ended.
+func finalTree(rep *Report) bool {
+	for _, res := range rep.Resources {
+		if res.Child != nil && (!res.Child.Status.Final() || !finalTree(res.Child)) {
+			return false
+		}
+	}
+	return true
+}
+
+// appendTree appends the run IDs of rep and of the runs nested in it.
+func appendTree(ids []string, rep *Report) []string {
+	ids = append(ids, rep.RunID)
+	for _, res := range rep.Resources {
+		if res.Child != nil {
+			ids = appendTree(ids, res.Child)
+		}
+	}
+	return ids
+}
+
+// purgeFolded removes, in the background, what the folded runs left on
+// the bus: records (and the delete markers of their active marks) and
+// reports at once, events after FoldEventsGrace. A
+// coordinator stopping meanwhile leaves the rest (events expire with the
+// events stream's max age; a record and a report left stay readable).
+func (r *run) purgeFolded(ctx context.Context, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	c, root, log := r.c, rootOf(r.rec), r.log
+	c.wg.Go(func() {
+		purgeAll(ctx, ids, func(ctx context.Context, id string) error {
+			if err := c.bus.PurgeReport(ctx, id); err != nil {
+				return err
+			}
+			if err := c.bus.PurgeKey(ctx, c.bus.Runs(), runKey(id)); err != nil {
+				return err
+			}
+			// The delete marker deactivate left.
+			return c.bus.PurgeKey(ctx, c.bus.Runs(), activeKey(id))
+		}, log)
+		t := time.NewTimer(c.cfg.FoldEventsGrace)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		purgeAll(ctx, ids, func(ctx context.Context, id string) error { return c.bus.PurgeEvents(ctx, root, id) }, log)
+	})
+}
+
+// purgeAll calls purge for each id, childReportReads at a time, and logs
+// the first failure.
+func purgeAll(ctx context.Context, ids []string, purge func(context.Context, string) error, log interface {
+	Warn(string, ...any)
+}) {
+	var g errgroup.Group
+	g.SetLimit(childReportReads)
+	for _, id := range ids {
+		g.Go(func() error { return purge(ctx, id) })
+	}
+	if err := g.Wait(); err != nil && ctx.Err() == nil {
+		log.Warn("folded child runs not all purged", "runs", len(ids), "error", err)
+	}
+}
+
+// foldedReport finds the report of runID, a child run whose record was
+// purged, in the report its parent (or an ancestor, up levels above)
+// folded it into. It returns an error wrapping bus.ErrNotFound when runID
+// is not a child run ID or no ancestor holds it.
+func foldedReport(ctx context.Context, b *bus.Bus, runID string, up int) (*Report, error) {
+	parent := parentRunID(runID)
+	if parent == "" || up >= maxReportDepth {
+		return nil, bus.ErrNotFound
+	}
+	var prep *Report
+	rec, _, err := loadRecord(ctx, b.Runs(), parent)
+	switch {
+	case err == nil:
+		prep, err = runReport(ctx, b, rec)
+	case errors.Is(err, bus.ErrNotFound):
+		prep, err = foldedReport(ctx, b, parent, up+1)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, res := range prep.Resources {
+		if res.ChildRunID == runID && res.Child != nil {
+			return res.Child, nil
+		}
+	}
+	return nil, bus.ErrNotFound
+}
+
+// parentRunID is the parent's run ID in a child run ID made by
+// childRunID (<parent>-a<task>[r<attempt>]), or "" for any other (a root
+// run's, or a child's whose ID was too long and was hashed).
+func parentRunID(id string) string {
+	k := strings.LastIndex(id, "-a")
+	if k <= 0 {
+		return ""
+	}
+	digits, retry := id[k+2:], false
+	if j := strings.IndexByte(digits, 'r'); j >= 0 {
+		if !allDigits(digits[j+1:]) {
+			return ""
+		}
+		digits, retry = digits[:j], true
+	}
+	if !allDigits(digits) || retry && digits == "" {
+		return ""
+	}
+	return id[:k]
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}

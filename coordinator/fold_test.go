@@ -1,0 +1,118 @@
+package coordinator_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/coordinator"
+	"github.com/manifold-run/manifold/internal/bustest"
+	"github.com/manifold-run/manifold/resources/builtin"
+	"github.com/manifold-run/manifold/worker"
+)
+
+// subjects are the subjects stream keeps under filter.
+func subjects(t *testing.T, ctx context.Context, b *bus.Bus, stream, filter string) []string {
+	t.Helper()
+	js, err := jetstream.New(b.Conn())
+	require.NoError(t, err)
+	s, err := js.Stream(ctx, stream)
+	require.NoError(t, err)
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+	require.NoError(t, err)
+	var got []string
+	for subj := range info.State.Subjects {
+		got = append(got, subj)
+	}
+	return got
+}
+
+// TestFanOutFoldsChildren: at its end a fan-out folds its children's
+// reports into its own stored report and purges what the children left
+// on the bus (records, active marks, reports, events after the grace):
+// the streams keep the fan-out's subjects only, whatever the number of
+// hosts. The fan-out's report still shows every host's resources, and a
+// child's run ID still answers with its report.
+func TestFanOutFoldsChildren(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{noWorker: true, coord: coordinator.Config{FoldEventsGrace: 100 * time.Millisecond}})
+	hosts := []string{"w1", "w2", "w3"}
+	for _, name := range hosts {
+		w, err := worker.New(worker.Config{Bus: bustest.Open(t, tb.srv, bus.Config{}), Registry: builtin.Registry(),
+			Name: name, Pools: []string{"web"}, Logger: testLogger(t), Facts: map[string]any{"name": name}})
+		require.NoError(t, err)
+		require.NoError(t, w.Start(t.Context()))
+		t.Cleanup(w.Kill)
+	}
+	dir := t.TempDir()
+	manifest := fmt.Sprintf(`
+resources:
+  - file:
+      - "%[1]s/{{ lookup('facts.name') }}.conf":
+          content: "host {{ lookup('facts.name') }}"
+      - "%[1]s/{{ lookup('facts.name') }}.other":
+          content: "other"
+`, dir)
+	ctx := t.Context()
+	for range 2 { // a second fan-out: its purge leaves the first's report alone
+		runID := tb.submit(t, manifest, func(r *bus.RunRequest) { r.EachWorker, r.Pool = true, "web" })
+		rep, _ := tb.wait(t, runID)
+		require.Equal(t, coordinator.RunSucceeded, rep.Status, "%+v", rep)
+		require.Len(t, rep.Resources, len(hosts))
+		var children []string
+		for i, res := range rep.Resources {
+			require.NotNil(t, res.Child, "host %s", res.Name)
+			require.Equal(t, res.ChildRunID, res.Child.RunID)
+			require.Len(t, res.Child.Resources, 2)
+			require.Equal(t, fmt.Sprintf("file#%s/%s.conf", dir, hosts[i]), res.Child.Resources[0].Ref)
+			require.Equal(t, hosts[i], res.Child.Resources[0].Worker)
+			children = append(children, res.ChildRunID)
+		}
+
+		// Records, active marks and reports of the children go at once,
+		// their events after the grace: only the fan-out's remain.
+		var runKeys, reports, events []string
+		require.Eventually(t, func() bool {
+			runKeys = subjects(t, ctx, tb.bus, "KV_"+bus.BucketRuns, "$KV."+bus.BucketRuns+".>")
+			reports = subjects(t, ctx, tb.bus, "OBJ_"+bus.BucketReports, "$O."+bus.BucketReports+".M.>")
+			events = subjects(t, ctx, tb.bus, bus.StreamEvents, "manifold.events."+runID+".>")
+			for _, s := range append(append(runKeys, reports...), events...) {
+				for _, c := range children {
+					if strings.Contains(s, c) {
+						return false
+					}
+				}
+			}
+			return true
+		}, 20*time.Second, 20*time.Millisecond, "the children's records, reports or events were not purged")
+		for _, s := range events {
+			require.True(t, strings.HasPrefix(s, "manifold.events."+runID+"."+runID+"."), "the fan-out's own events are kept: %s", s)
+		}
+		require.NotEmpty(t, events)
+
+		// The fan-out's report, read again, has every host's resources;
+		// a child's ID answers with its folded report.
+		again, err := coordinator.GetReport(ctx, tb.bus, runID)
+		require.NoError(t, err)
+		for i, res := range again.Resources {
+			require.NotNil(t, res.Child)
+			require.Len(t, res.Child.Resources, 2, "host %s", hosts[i])
+		}
+		child, err := coordinator.GetReport(ctx, tb.bus, children[1])
+		require.NoError(t, err)
+		require.Equal(t, children[1], child.RunID)
+		require.Equal(t, coordinator.RunSucceeded, child.Status)
+		require.Equal(t, "w2", child.Resources[0].Worker)
+	}
+	// Two fan-outs: two reports and two run records, none of a child.
+	require.Len(t, subjects(t, ctx, tb.bus, "OBJ_"+bus.BucketReports, "$O."+bus.BucketReports+".M.>"), 2)
+	require.Len(t, subjects(t, ctx, tb.bus, "KV_"+bus.BucketRuns, "$KV."+bus.BucketRuns+".run.>"), 2)
+	_, err := coordinator.GetReport(ctx, tb.bus, "nosuchrun-a0")
+	require.ErrorIs(t, err, bus.ErrNotFound)
+}
