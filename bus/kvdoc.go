@@ -178,13 +178,15 @@ func watchViolations(nc *nats.Conn) *violations {
 }
 
 // deniedSubject finds the subject in a NATS permissions violation.
-var deniedSubject = regexp.MustCompile(`(?i)permissions violation for (?:publish|subscription) to "([^"]+)"`)
+var deniedSubject = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)permissions violation for (?:publish|subscription) to "([^"]+)"`)
+})
 
 func (v *violations) report(err error) {
 	if !errors.Is(err, nats.ErrPermissionViolation) {
 		return
 	}
-	m := deniedSubject.FindStringSubmatch(err.Error())
+	m := deniedSubject().FindStringSubmatch(err.Error())
 	if m == nil {
 		return
 	}

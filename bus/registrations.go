@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -80,11 +81,13 @@ type RegistrationEntry struct {
 	Time     time.Time `json:"time,omitzero"`
 }
 
-var registrationName = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,127}$`)
+var registrationName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,127}$`) })
 
 // hostName is a DNS name: labels of letters, digits and '-', joined by
 // dots (no '_', so the subject token maps back).
-var hostName = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$`)
+var hostName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$`)
+})
 
 // Validate checks e against the rules above; errors name the field and
 // wrap ErrRegistrationInvalid.
@@ -96,14 +99,14 @@ func (e RegistrationEntry) Validate() error {
 		if f.v == "" {
 			return bad("%s is required", f.name)
 		}
-		if !registrationName.MatchString(f.v) {
+		if !registrationName().MatchString(f.v) {
 			return bad("%s %q must match [a-zA-Z][a-zA-Z0-9_-]* (at most 128 characters)", f.name, f.v)
 		}
 	}
 	if e.Address == "" {
 		return bad("address is required")
 	}
-	if net.ParseIP(e.Address) == nil && (len(e.Address) > 253 || !hostName.MatchString(e.Address)) {
+	if net.ParseIP(e.Address) == nil && (len(e.Address) > 253 || !hostName().MatchString(e.Address)) {
 		return bad("address %q is neither an IP address nor a host name", e.Address)
 	}
 	if e.Port < 0 || e.Port > math.MaxUint16 {

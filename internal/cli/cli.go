@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"sync"
 )
 
 // Exit codes, a contract scripts depend on.
@@ -148,7 +149,7 @@ func runVersion(_ context.Context, st IO, args []string) int {
 }
 
 // pseudoVersion matches a Go pseudo-version's time and revision.
-var pseudoVersion = regexp.MustCompile(`[-.]\d{14}-[0-9a-f]{12}(\+|$)`)
+var pseudoVersion = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[-.]\d{14}-[0-9a-f]{12}(\+|$)`) })
 
 // versionOf is the version `manifold version` prints: the linker's
 // Version when set, else the module's version (go install
@@ -162,7 +163,7 @@ func versionOf(linked string, bi *debug.BuildInfo) string {
 	}
 	// A pseudo-version (v0.0.0-20260102150405-abcdef123456+dirty) only
 	// repeats the revision and time printed below.
-	if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" && !pseudoVersion.MatchString(bi.Main.Version) {
+	if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" && !pseudoVersion().MatchString(bi.Main.Version) {
 		v = bi.Main.Version
 	}
 	var rev, at, modified string

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -73,7 +74,7 @@ type factColumn struct {
 	Label, Path string
 }
 
-var factLabelRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+var factLabelRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]+$`) })
 
 // parseFactColumns parses --facts: comma-separated PATH or LABEL=PATH.
 func parseFactColumns(s string) ([]factColumn, error) {
@@ -92,7 +93,7 @@ func parseFactColumns(s string) ([]factColumn, error) {
 		if path == "" || slices.Contains(strings.Split(path, "."), "") {
 			return nil, fmt.Errorf("--facts %q: want PATH or LABEL=PATH, a dotted fact path such as host.info.hostname", item)
 		}
-		if !factLabelRE.MatchString(label) {
+		if !factLabelRE().MatchString(label) {
 			return nil, fmt.Errorf("--facts %q: label %q: want letters, digits, '.', '_' or '-'", item, label)
 		}
 		if seen[label] {

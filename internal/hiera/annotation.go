@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/expr-lang/expr"
@@ -192,7 +193,7 @@ func validators(value string) map[string]any {
 	return env
 }
 
-var durationTerm = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)(d|w|M|y)$`)
+var durationTerm = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)(d|w|M|y)$`) })
 
 // isDuration accepts Go durations ("1h30m") and one-unit days, weeks,
 // months and years ("2d", "1w", "6M", "1y") as fisk does.
@@ -200,10 +201,10 @@ func isDuration(s string) bool {
 	if _, err := time.ParseDuration(s); err == nil {
 		return true
 	}
-	return durationTerm.MatchString(s)
+	return durationTerm().MatchString(s)
 }
 
-var hostLabel = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`)
+var hostLabel = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`) })
 
 // isHostname checks RFC 1123; fqdn requires at least two labels.
 func isHostname(s string, fqdn bool) bool {
@@ -216,7 +217,7 @@ func isHostname(s string, fqdn bool) bool {
 		return false
 	}
 	for _, l := range labels {
-		if !hostLabel.MatchString(l) {
+		if !hostLabel().MatchString(l) {
 			return false
 		}
 	}

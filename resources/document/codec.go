@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 
@@ -119,7 +120,7 @@ func stringNode(s string) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): `) })
 
 func (t *tree) parseYAML(data []byte) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -150,10 +151,10 @@ func (t *tree) parseYAML(data []byte) error {
 
 func yamlError(err error) error {
 	line := 0
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+	if m := yamlLine().FindStringSubmatch(err.Error()); m != nil {
 		line, _ = strconv.Atoi(m[1])
 	}
-	msg := yamlLine.ReplaceAllString(err.Error(), "")
+	msg := yamlLine().ReplaceAllString(err.Error(), "")
 	return &ParseError{Line: line, Err: errors.New(strings.TrimPrefix(msg, "yaml: "))}
 }
 

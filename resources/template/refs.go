@@ -5,11 +5,14 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // fileCall matches a file-reading call with a literal argument:
 // file('x'), readFile("x"), template(`x`), jet('x', ...).
-var fileCall = regexp.MustCompile("\\b(file|readFile|template|jet)\\(\\s*(?:'([^'\\\\]*)'|\"([^\"\\\\]*)\"|`([^`]*)`)")
+var fileCall = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile("\\b(file|readFile|template|jet)\\(\\s*(?:'([^'\\\\]*)'|\"([^\"\\\\]*)\"|`([^`]*)`)")
+})
 
 // FileRefs lists the files text names in literal arguments of file(),
 // readFile(), template() (a path ending in .templ or .jet) and jet() (a
@@ -23,7 +26,7 @@ func FileRefs(text string) []string {
 		return nil
 	}
 	var out []string
-	for _, m := range fileCall.FindAllStringSubmatch(text, -1) {
+	for _, m := range fileCall().FindAllStringSubmatch(text, -1) {
 		arg := m[2] + m[3] + m[4]
 		switch m[1] {
 		case "template":

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/CloudyKit/jet/v6"
 )
@@ -79,7 +80,7 @@ func (s Scope) jetRegistrations(a jet.Arguments) reflect.Value {
 	return reflect.ValueOf(out)
 }
 
-var promLabel = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+var promLabel = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`) })
 
 // PrometheusFileSD renders the entries as Prometheus file service
 // discovery JSON, as CCM does: target groups by cluster, service and
@@ -113,7 +114,7 @@ func (r Registrations) PrometheusFileSD() (string, error) {
 		if g == nil {
 			g = &group{Labels: map[string]string{"cluster": e.Cluster, "service": e.Service, "protocol": e.Protocol}}
 			for k, v := range e.Annotations {
-				if v != "" && !strings.HasPrefix(k, "__") && promLabel.MatchString(k) {
+				if v != "" && !strings.HasPrefix(k, "__") && promLabel().MatchString(k) {
 					g.Labels[k] = v
 				}
 			}
