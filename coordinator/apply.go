@@ -293,16 +293,15 @@ func (r *run) reportToParent(ctx context.Context, rejected error) {
 		o.Message = fmt.Sprintf("all %d child resources in the desired state", c.Total)
 		r.log.Info("apply: all child resources succeeded", "total", c.Total)
 	}
-	parent, _, err := loadRecord(ctx, r.c.bus.Runs(), rec.ParentRunID)
-	if err == nil && parent.Status.Final() {
-		r.log.Info("parent run has ended; child outcome not sent", "parent_status", parent.Status)
-		return
-	}
+	secret, ok, err := r.parentSecret(ctx) // fold.go
 	if err != nil {
 		r.log.Log(ctx, slog.LevelError, "child outcome not delivered: parent run header not readable", "error", err)
 		return
 	}
-	bus.SignFact(&o, parent.Secret)
+	if !ok {
+		return
+	}
+	bus.SignFact(&o, secret)
 	if err := r.c.bus.PublishOutcome(context.WithoutCancel(ctx), o); err != nil {
 		r.log.Log(ctx, slog.LevelError, "child outcome not delivered to the parent run", "error", err)
 	}

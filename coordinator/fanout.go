@@ -197,6 +197,7 @@ func (r *run) fanOutPlan(ctx context.Context) (*Plan, error) {
 	if len(r.rec.FanOut) == 0 {
 		return nil, fmt.Errorf("each worker: no live worker in pool %q", pool)
 	}
+	r.c.folds.open(r.rec.RunID, r.rec.Secret) // fold.go
 	return fanOutPlanOf(r.rec), nil
 }
 
