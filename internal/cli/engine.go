@@ -114,8 +114,9 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// The store is private to this process and removed at exit: memory
-	// storage saves the file writes.
-	bcfg, scan := bus.Config{MemoryStorage: true}, time.Duration(0)
+	// storage saves the file writes. The server was just started: its
+	// streams are created without looking for existing ones first.
+	bcfg, scan := bus.Config{MemoryStorage: true, Fresh: true}, time.Duration(0)
 	if o.Watch {
 		bcfg, scan = watchBusConfig(bcfg, o.RunTimeout), watchScanInterval
 	}

@@ -1,0 +1,125 @@
+package bus_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/manifold-run/manifold/bus"
+)
+
+// apiSpy records the JetStream API requests made on srv while it runs.
+type apiSpy struct {
+	nc  *nats.Conn
+	sub *nats.Subscription
+}
+
+func spyAPI(t *testing.T, srv *bus.Server) *apiSpy {
+	t.Helper()
+	nc, err := srv.Connect("spy")
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	sub, err := nc.SubscribeSync("$JS.API.>")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	return &apiSpy{nc: nc, sub: sub}
+}
+
+// subjects returns the subjects of the requests seen so far: the server
+// copies a request to the spy before it answers it, and the spy's flush
+// returns after every copy queued before it.
+func (s *apiSpy) subjects(t *testing.T) []string {
+	t.Helper()
+	require.NoError(t, s.nc.Flush())
+	var out []string
+	for {
+		m, err := s.sub.NextMsg(0)
+		if err != nil {
+			return out
+		}
+		out = append(out, m.Subject)
+	}
+}
+
+func openOn(t *testing.T, srv *bus.Server, cfg bus.Config) (*bus.Bus, error) {
+	t.Helper()
+	nc, err := srv.Connect(t.Name())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return bus.Open(ctxT(t), nc, cfg)
+}
+
+func startServer(t *testing.T) *bus.Server {
+	t.Helper()
+	srv, err := bus.StartServer(bus.ServerConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	return srv
+}
+
+// TestOpenFreshCreatesEachStreamOnce: on a new server, Fresh provisioning
+// creates every stream, bucket and object store with one create request
+// (no update that fails first, no delete of an earlier version's stream),
+// in fewer requests than the provisioning that cannot assume an empty
+// server, and the bus works.
+func TestOpenFreshCreatesEachStreamOnce(t *testing.T) {
+	t.Parallel()
+	count := func(fresh bool) (creates map[string]int, total int) {
+		srv := startServer(t)
+		spy := spyAPI(t, srv)
+		b, err := openOn(t, srv, bus.Config{MemoryStorage: true, Fresh: fresh})
+		require.NoError(t, err)
+		_, err = b.Runs().Put(ctxT(t), "k", []byte("v"))
+		require.NoError(t, err)
+		subjects := spy.subjects(t)
+		creates = map[string]int{}
+		for _, s := range subjects {
+			if name, ok := strings.CutPrefix(s, "$JS.API.STREAM.CREATE."); ok {
+				creates[name]++
+			}
+			if fresh {
+				require.NotContains(t, s, "STREAM.UPDATE", "fresh provisioning updated a stream")
+				require.NotContains(t, s, "STREAM.DELETE", "fresh provisioning deleted a stream")
+			}
+		}
+		js, err := jetstream.New(b.Conn())
+		require.NoError(t, err)
+		names := js.StreamNames(ctxT(t))
+		var streams []string
+		for n := range names.Name() {
+			streams = append(streams, n)
+		}
+		require.NoError(t, names.Err())
+		require.Len(t, creates, len(streams), "streams created %v, streams on the server %v", creates, streams)
+		for _, n := range streams {
+			require.Equal(t, 1, creates[n], "stream %s created %d times", n, creates[n])
+		}
+		return creates, len(subjects) - 1 // less the bucket put
+	}
+	_, fresh := count(true)
+	_, full := count(false)
+	t.Logf("JetStream API requests to open the bus: %d fresh, %d not", fresh, full)
+	require.Less(t, fresh, full)
+}
+
+// TestOpenFreshOnProvisionedServer: Fresh on a server that already holds
+// manifold's streams opens it when their configuration is the same (a
+// create of an identical stream is accepted) and fails, naming the
+// stream, when it differs.
+func TestOpenFreshOnProvisionedServer(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	_, err := openOn(t, srv, bus.Config{})
+	require.NoError(t, err)
+	b, err := openOn(t, srv, bus.Config{Fresh: true})
+	require.NoError(t, err)
+	_, err = b.Runs().Put(ctxT(t), "k", []byte("v"))
+	require.NoError(t, err)
+
+	_, err = openOn(t, srv, bus.Config{Fresh: true, MemoryStorage: true})
+	require.ErrorIs(t, err, jetstream.ErrStreamNameAlreadyInUse)
+	require.ErrorContains(t, err, "bus: provision ")
+}
