@@ -12,6 +12,7 @@ import (
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/ids"
 )
 
 // batchResult is the outcome of one resource executed in a batch.
@@ -67,7 +68,7 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 			break // answered from its record, not executed
 		}
 		log := w.itemLog(item, d)
-		res, env, early := w.prepare(item, workDir, log)
+		res, env, early := w.prepareIn(item, workDir, log, environOf(ctx))
 		if early != nil {
 			break
 		}
@@ -129,9 +130,19 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 		links[i] = trace.Link{SpanContext: m.span.SpanContext()}
 	}
 
+	// The checks apply nothing (nor does anything in noop): owner and
+	// group names resolve against one look at /etc/passwd and /etc/group
+	// (ids.Snapshot), not a stat of each per file. Applies and re-checks
+	// look again, after the batch may have changed an account database.
+	snap := ids.NewSnapshot()
 	var batch resources.Batch
 	for i, m := range members {
-		batch.Check(ctxs[i], m.res, m.env)
+		if m.item.Noop {
+			ctxs[i] = ids.WithSnapshot(ctxs[i], snap)
+			batch.Check(ctxs[i], m.res, m.env)
+			continue
+		}
+		batch.Check(ids.WithSnapshot(ctxs[i], snap), m.res, m.env)
 	}
 	if batch.Pending() >= 2 {
 		// Only a batch with something to apply has a transaction (a

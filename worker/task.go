@@ -80,6 +80,9 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		dirs := safefs.NewDirs()
 		defer dirs.Close()
 		ctx = safefs.WithDirs(ctx, dirs)
+		// And see one copy of the process environment (templates' Environ),
+		// not a copy each.
+		ctx = withEnviron(ctx, environ())
 	}
 
 	items := make([]bus.Task, 0, 1+len(task.Segment))
@@ -364,7 +367,7 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 		return failOutcome("%s: %v", task.Resource.Ref(), err)
 	}
 	defer cleanup()
-	res, env, early := w.prepare(task, workDir, log)
+	res, env, early := w.prepareIn(task, workDir, log, environOf(ctx))
 	if early != nil {
 		return *early
 	}
@@ -385,11 +388,17 @@ func failOutcome(format string, args ...any) bus.Outcome {
 // outcome (skipped by control, failed to render) ends the task without
 // executing it.
 func (w *Worker) prepare(task bus.Task, workDir string, log *slog.Logger) (resources.Resource, *resources.Env, *bus.Outcome) {
+	return w.prepareIn(task, workDir, log, environ())
+}
+
+// prepareIn is prepare with the process environment env (environ's map,
+// shared read-only by the resources of a segment).
+func (w *Worker) prepareIn(task bus.Task, workDir string, log *slog.Logger, env map[string]string) (resources.Resource, *resources.Env, *bus.Outcome) {
 	end := func(o bus.Outcome) (resources.Resource, *resources.Env, *bus.Outcome) { return nil, nil, &o }
 	ref := task.Resource.Ref()
 	// file(), template() and jet() read relative to the manifest's
 	// directory in the bundle.
-	scope := template.Scope{Data: task.Data, Facts: w.facts(), Environ: environ(), Dir: workDir,
+	scope := template.Scope{Data: task.Data, Facts: w.facts(), Environ: env, Dir: workDir,
 		Registrations: w.lookupRegistrations} // register.go
 	if c := task.Resource.Control; c != nil {
 		run, why, err := control(c.If, c.Unless, scope)
@@ -421,10 +430,10 @@ func (w *Worker) prepare(task bus.Task, workDir string, log *slog.Logger) (resou
 			root = filepath.Dir(root)
 		}
 	}
-	env := &resources.Env{Refresh: task.Refresh, Noop: task.Noop, WorkDir: workDir, Root: root, Runner: tracingRunner{w.cfg.Runner}, Logger: log,
+	renv := &resources.Env{Refresh: task.Refresh, Noop: task.Noop, WorkDir: workDir, Root: root, Runner: tracingRunner{w.cfg.Runner}, Logger: log,
 		HealthChecks: checks, HealthCheckOnly: task.HealthCheckOnly, Data: task.Data, Facts: scope.Facts, Environ: scope.Environ,
 		Assume: assumed(task)}
-	return res, env, nil
+	return res, renv, nil
 }
 
 // taskOutcome turns the engine's outcome into a task's; a deadline's cause
@@ -478,6 +487,24 @@ func control(ifExpr, unlessExpr string, scope template.Scope) (bool, string, err
 	return true, "", nil
 }
 
+type environKey struct{}
+
+// withEnviron returns ctx carrying env, the process environment as environ
+// returns it, for the resources of one task.
+func withEnviron(ctx context.Context, env map[string]string) context.Context {
+	return context.WithValue(ctx, environKey{}, env)
+}
+
+// environOf returns ctx's environment (withEnviron), else a fresh one.
+func environOf(ctx context.Context) map[string]string {
+	if env, ok := ctx.Value(environKey{}).(map[string]string); ok {
+		return env
+	}
+	return environ()
+}
+
+// environ returns the process environment as a map. Nothing writes the
+// map: the resources of a segment share one.
 func environ() map[string]string {
 	env := os.Environ()
 	m := make(map[string]string, len(env))

@@ -1,6 +1,7 @@
 package file
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 
@@ -13,8 +14,8 @@ import (
 // (env.Assumed): the file would be created, with a diff from nothing
 // under the usual redaction rules (the directories the run would create
 // count with the mode they would get).
-func (f *File) wouldCreate(env *resources.Env) (resources.Result, error) {
-	want, err := f.wantMetaIn(env)
+func (f *File) wouldCreate(ctx context.Context, env *resources.Env) (resources.Result, error) {
+	want, err := f.wantMetaIn(ctx, env)
 	if err != nil {
 		return resources.Result{}, err
 	}

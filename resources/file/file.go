@@ -239,7 +239,7 @@ func (f *File) checkApply(ctx context.Context, env *resources.Env, apply bool, s
 			return resources.Result{}, nil
 		}
 		if _, ok := env.Assumed().Dir(filepath.Dir(f.Path)); ok && errors.Is(err, fs.ErrNotExist) && !apply {
-			return f.wouldCreate(env)
+			return f.wouldCreate(ctx, env)
 		}
 		return resources.Result{}, err
 	}
@@ -263,7 +263,7 @@ func write(d *safefs.Dir, name string, data []byte, mode os.FileMode, uid, gid i
 }
 
 func (f *File) present(ctx context.Context, d *safefs.Dir, name string, env *resources.Env, apply bool, stage *safefs.Group) (resources.Result, error) {
-	want, err := f.wantMetaIn(env)
+	want, err := f.wantMetaIn(ctx, env)
 	if err != nil {
 		return resources.Result{}, err
 	}
@@ -375,7 +375,7 @@ func (f *File) replaceLink(d *safefs.Dir, name string, content []byte, manageCon
 }
 
 func (f *File) directory(ctx context.Context, d *safefs.Dir, name string, env *resources.Env, apply bool) (resources.Result, error) {
-	want, err := f.wantMetaIn(env)
+	want, err := f.wantMetaIn(ctx, env)
 	if err != nil {
 		return resources.Result{}, err
 	}

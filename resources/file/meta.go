@@ -1,6 +1,7 @@
 package file
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -27,18 +28,19 @@ type meta struct {
 
 // wantMeta resolves the desired mode, owner and group (names through the
 // system's user and group databases).
-func (f *File) wantMeta() (meta, error) { return f.wantMetaIn(nil) }
+func (f *File) wantMeta() (meta, error) { return f.wantMetaIn(context.Background(), nil) }
 
 // wantMetaIn is wantMeta in env: in noop, an owner or group the host does
-// not have but the run would create (env.Assumed) is not an error.
-func (f *File) wantMetaIn(env *resources.Env) (meta, error) {
+// not have but the run would create (env.Assumed) is not an error. Names
+// resolve under ctx's ids.Snapshot, if any.
+func (f *File) wantMetaIn(ctx context.Context, env *resources.Env) (meta, error) {
 	m := meta{uid: -1, gid: -1}
 	var err error
 	if m.mode, m.modeSet, err = parseMode(f.Mode); err != nil {
 		return meta{}, err
 	}
 	if f.Owner != "" {
-		if m.uid, err = ids.UID(string(f.Owner)); err != nil {
+		if m.uid, err = ids.UIDIn(ctx, string(f.Owner)); err != nil {
 			if !env.Assumed().User(string(f.Owner)) {
 				return meta{}, err
 			}
@@ -46,7 +48,7 @@ func (f *File) wantMetaIn(env *resources.Env) (meta, error) {
 		}
 	}
 	if f.Group != "" {
-		if m.gid, err = ids.GID(string(f.Group)); err != nil {
+		if m.gid, err = ids.GIDIn(ctx, string(f.Group)); err != nil {
 			if !env.Assumed().Group(string(f.Group)) {
 				return meta{}, err
 			}
