@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/manifold-run/manifold/internal/compile"
 	"github.com/manifold-run/manifold/schemas"
 )
 
@@ -45,7 +46,7 @@ func loadPrepared(ctx context.Context, st IO, cmd, path string, cf *compileFlags
 	if !ok {
 		return nil, ExitInvalid, false
 	}
-	t, ok := compileTree(st, cmd, path, data, facts)
+	t, ok := compileTreeOpts(st, cmd, path, compile.Opts{Run: data, Facts: facts, ParseOnce: true})
 	if !ok {
 		return nil, ExitInvalid, false
 	}

@@ -10,11 +10,18 @@ import (
 	"github.com/manifold-run/manifold/schemas"
 )
 
-// autoDep is one implicit dependency of a resource: the reference it would
-// require and why.
+// autoDep is one implicit dependency of a resource: the resource it would
+// require (type and name) and why.
 type autoDep struct {
-	ref, why string
+	typ, name, why string
 }
+
+// ref is the dependency's reference, "type#name".
+func (d autoDep) ref() string { return d.typ + "#" + d.name }
+
+// refKey is a reference as a map key: no "type#name" string is built per
+// resource to look one up.
+type refKey struct{ typ, name string }
 
 // implicitDeps lists what r implicitly depends on, from its name and
 // properties alone (templated values are skipped: they are known only
@@ -27,8 +34,11 @@ type autoDep struct {
 //   - exec: the file resource of cwd (or its nearest managed ancestor);
 //   - user: the groups of gid and groups;
 //   - service: the package of the same name.
-func implicitDeps(r *schemas.Resource, files map[string]bool) []autoDep {
-	var deps []autoDep
+//
+// The dependencies are appended to deps[:0] (a buffer reused across
+// resources).
+func implicitDeps(r *schemas.Resource, files map[string]bool, deps []autoDep) []autoDep {
+	deps = deps[:0]
 	str := func(prop string) (string, bool) {
 		s, ok := r.Properties[prop].(string)
 		if !ok || s == "" || template.HasTemplate(s) {
@@ -46,7 +56,7 @@ func implicitDeps(r *schemas.Resource, files map[string]bool) []autoDep {
 		}
 		for ; ; p = path.Dir(p) {
 			if files[p] {
-				deps = append(deps, autoDep{"file#" + p, why})
+				deps = append(deps, autoDep{"file", p, why})
 				return
 			}
 			if p == "/" {
@@ -56,7 +66,7 @@ func implicitDeps(r *schemas.Resource, files map[string]bool) []autoDep {
 	}
 	account := func(typ, prop string) {
 		if s, ok := str(prop); ok && !isNumeric(s) {
-			deps = append(deps, autoDep{typ + "#" + s, prop})
+			deps = append(deps, autoDep{typ, s, prop})
 		}
 	}
 	switch r.Type {
@@ -81,12 +91,12 @@ func implicitDeps(r *schemas.Resource, files map[string]bool) []autoDep {
 		if groups, ok := r.Properties["groups"].([]any); ok {
 			for _, g := range groups {
 				if s, ok := g.(string); ok && s != "" && !template.HasTemplate(s) {
-					deps = append(deps, autoDep{"group#" + s, "groups"})
+					deps = append(deps, autoDep{"group", s, "groups"})
 				}
 			}
 		}
 	case "service":
-		deps = append(deps, autoDep{"package#" + r.Name, "package of the same name"})
+		deps = append(deps, autoDep{"package", r.Name, "package of the same name"})
 	}
 	return deps
 }
@@ -106,12 +116,12 @@ func isNumeric(s string) bool {
 // AutoSkipped says which and why.
 func autoEdges(m *schemas.Manifest, p *Plan) {
 	n := len(m.Resources)
-	byName := make(map[string]int, n)
+	byName := make(map[refKey]int, n)
 	files := map[string]bool{}
 	for i := range m.Resources {
 		r := &m.Resources[i]
 		r.AutoRequire, r.AutoSkipped = nil, nil
-		ref := r.Ref()
+		ref := refKey{r.Type, r.Name}
 		if _, dup := byName[ref]; !dup {
 			byName[ref] = i
 		}
@@ -121,13 +131,15 @@ func autoEdges(m *schemas.Manifest, p *Plan) {
 		}
 	}
 	var g *reach
+	var deps []autoDep
 	for i := range m.Resources {
 		r := &m.Resources[i]
 		if r.AutoEdge != nil && !*r.AutoEdge {
 			continue
 		}
-		for _, d := range implicitDeps(r, files) {
-			j, ok := byName[d.ref]
+		deps = implicitDeps(r, files, deps)
+		for _, d := range deps {
+			j, ok := byName[refKey{d.typ, d.name}]
 			if !ok || j == i {
 				continue
 			}
@@ -146,11 +158,11 @@ func autoEdges(m *schemas.Manifest, p *Plan) {
 				if m.Ordering != schemas.OrderingGraph && j > i {
 					why = "it is declared later (ordering: manifest); declare it first or use ordering: graph"
 				}
-				r.AutoSkipped = append(r.AutoSkipped, fmt.Sprintf("%s (%s): would close a cycle: %s", d.ref, d.why, why))
+				r.AutoSkipped = append(r.AutoSkipped, fmt.Sprintf("%s (%s): would close a cycle: %s", d.ref(), d.why, why))
 				continue
 			}
 			p.Requires[i] = append(p.Requires[i], j)
-			r.AutoRequire = append(r.AutoRequire, d.ref)
+			r.AutoRequire = append(r.AutoRequire, d.ref())
 			g.add(i, j)
 		}
 	}

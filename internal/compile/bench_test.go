@@ -42,3 +42,23 @@ func BenchmarkSourceBenchManifest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkValidateBenchManifest is BenchmarkSourceBenchManifest as
+// `manifold validate` compiles: the parse is not stored in the cache.
+func BenchmarkValidateBenchManifest(b *testing.B) {
+	for _, n := range []int{2000, 20000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				benchSalt++
+				src := benchManifest(n, benchSalt)
+				b.StartTimer()
+				p, err := Source("m.yaml", src, Opts{ParseOnce: true})
+				if err != nil || len(p.Manifest.Resources) != n+1 {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

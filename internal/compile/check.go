@@ -57,11 +57,25 @@ func checkSyntax(m *schemas.Manifest) schemas.Errors {
 				add("health_checks["+strconv.Itoa(j)+"].goss_rules", template.CheckKeys(rules))
 			}
 		}
-		for _, k := range sortedKeys(r.Properties) {
-			add(k, template.CheckValue(r.Properties[k]))
+		if !propertiesValid(r.Properties) {
+			// Reported in key order; only a resource with an error pays
+			// for sorting its keys.
+			for _, k := range sortedKeys(r.Properties) {
+				add(k, template.CheckValue(r.Properties[k]))
+			}
 		}
 	}
 	return errs
+}
+
+// propertiesValid reports whether every property's templates are valid.
+func propertiesValid(props map[string]any) bool {
+	for _, v := range props {
+		if template.CheckValue(v) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // guard is a control expression as the worker evaluates it: a bare

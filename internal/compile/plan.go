@@ -41,6 +41,11 @@ type Plan struct {
 
 // Opts are the inputs of a compilation beyond the manifest.
 type Opts struct {
+	// ParseOnce says the process parses these manifests once (validate,
+	// render): they are not stored in the schemas' parse cache
+	// (schemas.ParseOnce). False for apply, whose coordinator parses the
+	// manifest again.
+	ParseOnce bool
 	// ApplyData is the data property of the apply resource that started
 	// this (child) manifest, already rendered: merged over the manifest's
 	// data and hierarchy.
@@ -99,7 +104,11 @@ func (o Opts) scope(data map[string]any) template.Scope {
 
 // Source parses the manifest src (named name) and compiles it.
 func Source(name string, src []byte, o Opts) (*Plan, error) {
-	m, err := schemas.ParseUnchecked(name, src)
+	parse := schemas.ParseUnchecked
+	if o.ParseOnce {
+		parse = schemas.ParseOnce
+	}
+	m, err := parse(name, src)
 	if err != nil {
 		return nil, err
 	}

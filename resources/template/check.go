@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/expr-lang/expr/ast"
 )
@@ -31,6 +33,9 @@ func Check(s string) error {
 		if !p.expr {
 			continue
 		}
+		if _, ok := checked.Load(p.text); ok {
+			continue
+		}
 		program, err := compile(p.text)
 		if err != nil {
 			return &ExprError{Expr: p.text, Err: err}
@@ -38,9 +43,21 @@ func Check(s string) error {
 		if err := checkInline(program.Node()); err != nil {
 			return &ExprError{Expr: p.text, Err: err}
 		}
+		if checkedCount.Load() < maxCached {
+			if _, loaded := checked.LoadOrStore(p.text, struct{}{}); !loaded {
+				checkedCount.Add(1)
+			}
+		}
 	}
 	return nil
 }
+
+// checked holds the expressions Check found valid (at most maxCached):
+// a manifest repeats the same expression in every resource.
+var (
+	checked      sync.Map // expression text → struct{}
+	checkedCount atomic.Int64
+)
 
 // checkInline checks the template text given literally to jet() and
 // template() in an expression (jet('[[ Data.x ]]'), template('{{ 1 }}')),

@@ -61,6 +61,9 @@ type reusedEnv struct {
 	budget  *budget
 	depth   int
 	lenient bool
+	// memo holds the values of the expressions already evaluated over
+	// this environment (memo.go).
+	memo memo
 }
 
 // Reusable returns s made ready for many renders (a compilation checking
@@ -142,9 +145,9 @@ func Render(s string, scope Scope) (any, error) {
 		return nil, err
 	}
 	scope = scope.bounded()
-	env := scope.envFor()
+	env, memo := scope.envFor(), scope.memo()
 	if len(parts) == 1 && parts[0].expr {
-		return eval(parts[0].text, env, scope.budget)
+		return memo.eval(parts[0].text, env, scope.budget)
 	}
 	var b strings.Builder
 	for _, p := range parts {
@@ -152,7 +155,7 @@ func Render(s string, scope Scope) (any, error) {
 			b.WriteString(p.text)
 			continue
 		}
-		v, err := eval(p.text, env, scope.budget)
+		v, err := memo.eval(p.text, env, scope.budget)
 		if err != nil {
 			return nil, err
 		}
