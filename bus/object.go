@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -159,4 +160,58 @@ func (b *Bus) PurgeReport(ctx context.Context, runID string) error {
 // rootRunID, from the events stream by subject.
 func (b *Bus) PurgeEvents(ctx context.Context, rootRunID, runID string) error {
 	return b.purgeSubject(ctx, StreamEvents, "manifold.events."+token(rootRunID)+"."+token(runID)+".>")
+}
+
+// pruneStep bounds the subjects one PruneReports call removes, so that a
+// store far over its bounds (lowered by hand) is brought back over
+// several calls rather than one long one.
+const pruneStep = 256
+
+// PruneReports removes the oldest stored reports, by subject (no marker
+// left), while the store holds more than maxReports (0: no bound) or its
+// oldest message is older than maxAge (0: no bound). Reports go oldest
+// first, as stored: a report's chunks, then its description; removed is
+// called with the run ID of each report whose description goes. It
+// returns how many reports were removed; it stops after pruneStep
+// subjects (the next call goes on).
+func (b *Bus) PruneReports(ctx context.Context, maxReports int, maxAge time.Duration, removed func(runID string)) (int, error) {
+	if maxReports <= 0 && maxAge <= 0 {
+		return 0, nil
+	}
+	stream := "OBJ_" + BucketReports
+	s, err := b.js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("bus: prune reports: %w", err)
+	}
+	meta := "$O." + BucketReports + ".M."
+	n := 0
+	for range pruneStep {
+		info, err := s.Info(ctx)
+		if err != nil {
+			return n, fmt.Errorf("bus: prune reports: %w", err)
+		}
+		st := info.State
+		// A report is two subjects: its chunks' and its description's.
+		over := maxReports > 0 && (st.NumSubjects+1)/2 > uint64(maxReports)
+		old := maxAge > 0 && st.Msgs > 0 && time.Since(st.FirstTime) > maxAge
+		if !over && !old {
+			return n, nil
+		}
+		msg, err := s.GetMsg(ctx, st.FirstSeq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // removed meanwhile
+		} else if err != nil {
+			return n, fmt.Errorf("bus: prune reports: oldest message %d: %w", st.FirstSeq, err)
+		}
+		if err := b.purgeSubject(ctx, stream, msg.Subject); err != nil {
+			return n, err
+		}
+		if enc, ok := strings.CutPrefix(msg.Subject, meta); ok {
+			if name, err := base64.URLEncoding.DecodeString(enc); err == nil && removed != nil {
+				removed(string(name))
+			}
+			n++
+		}
+	}
+	return n, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -62,4 +63,47 @@ func TestPurgeLeavesNoSubject(t *testing.T) {
 	require.NoError(t, b.PurgeReport(ctx, "root-a0"))
 	require.NoError(t, b.PurgeKey(ctx, b.Runs(), "run.root-a0"))
 	require.NoError(t, b.PurgeEvents(ctx, "root", "root-a0"))
+}
+
+// Reports are bounded by count and by age: the oldest go first, whole
+// (chunks and description), each named to the caller; within the bounds
+// nothing is removed.
+func TestPruneReports(t *testing.T) {
+	_, b := bustest.Start(t, bus.Config{})
+	ctx := ctxT(t)
+	var ids []string
+	for i := range 5 {
+		id := "run-" + string(rune('a'+i))
+		ids = append(ids, id)
+		require.NoError(t, b.PutReport(ctx, id, bytes.Repeat([]byte{byte(i)}, (i+1)*100<<10)))
+	}
+	var removed []string
+	collect := func(id string) { removed = append(removed, id) }
+
+	n, err := b.PruneReports(ctx, 5, 0, collect)
+	require.NoError(t, err)
+	require.Zero(t, n, "at the limit: nothing removed")
+
+	n, err = b.PruneReports(ctx, 3, 0, collect)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Equal(t, ids[:2], removed, "the oldest first")
+	for _, id := range ids[:2] {
+		_, err := b.GetReport(ctx, id)
+		require.ErrorIs(t, err, bus.ErrNotFound)
+	}
+	for i, id := range ids[2:] {
+		got, err := b.GetReport(ctx, id)
+		require.NoError(t, err)
+		require.Len(t, got, (i+3)*100<<10)
+	}
+	obj := "OBJ_" + bus.BucketReports
+	require.Equal(t, 3, streamSubjects(t, ctx, b, obj, "$O."+bus.BucketReports+".C.>"), "no chunk of a removed report is left")
+
+	// Every message is older than a nanosecond: all go.
+	n, err = b.PruneReports(ctx, 0, time.Nanosecond, collect)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.Equal(t, ids, removed)
+	require.Zero(t, streamSubjects(t, ctx, b, obj, ">"))
 }

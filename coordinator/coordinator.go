@@ -102,6 +102,18 @@ type Config struct {
 	// still reading the run tree's events gets them meanwhile. Defaults
 	// to 30s.
 	FoldEventsGrace time.Duration
+	// MaxReports bounds the reports store: past it the oldest reports are
+	// removed, with their runs' records (retention.go). Defaults to
+	// 50,000; negative: no bound.
+	MaxReports int
+	// ReportsMaxAge removes the reports (and run records) older than it.
+	// Defaults to 30 days; negative: no bound.
+	ReportsMaxAge time.Duration
+	// PruneInterval is how often, at most, the reports store is pruned
+	// to those bounds, after a root run ended (the first time a
+	// PruneInterval after Start: a one-run embedded engine never prunes).
+	// Defaults to 1m.
+	PruneInterval time.Duration
 }
 
 // WithDefaults returns cfg with zero fields set to their defaults.
@@ -121,6 +133,9 @@ func (cfg Config) WithDefaults() Config {
 	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
 	cfg.ScanInterval = cmp.Or(cfg.ScanInterval, min(cfg.Lease/5, time.Second))
 	cfg.FoldEventsGrace = cmp.Or(cfg.FoldEventsGrace, DefaultFoldEventsGrace)
+	cfg.MaxReports = cmp.Or(cfg.MaxReports, DefaultMaxReports)
+	cfg.ReportsMaxAge = cmp.Or(cfg.ReportsMaxAge, DefaultReportsMaxAge)
+	cfg.PruneInterval = cmp.Or(cfg.PruneInterval, time.Minute)
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()
 	}
@@ -166,6 +181,7 @@ type Coordinator struct {
 	histories *bus.Histories
 	trees     treeSlots
 	folds     foldStash // fan-out children's reports (fold.go)
+	prune     pruner    // retention.go
 
 	slotsMu sync.Mutex
 	slots   map[string]slotCount // by pool (spreadOf)
@@ -231,6 +247,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	c.cancel = cancel
+	c.prune.reset(time.Now())
 	c.wg.Go(func() { c.intake(ctx, cons) })
 	c.wg.Go(func() { c.recoverLoop(ctx) })
 	c.wg.Go(func() { <-ctx.Done(); stopAPI(); stopCancels() })

@@ -28,9 +28,10 @@ import (
 //
 // A child's report reaches the fold without a read when the child ended
 // on the coordinator driving the fan-out (foldStash); otherwise, or after
-// a restart, it is read from the reports store. A child not ended by the
-// fold (cancelled for want of an answer, still stopping) is not folded:
-// its report is read from its own record as before.
+// a restart, it is read from the reports store. A child that did not
+// answer (cancelled at the fan-out's end, maybe still stopping) or had
+// not ended by the fold is not folded: its report is read from its own
+// record as before.
 
 // DefaultFoldEventsGrace is the default of Config.FoldEventsGrace.
 const DefaultFoldEventsGrace = 30 * time.Second

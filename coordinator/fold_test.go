@@ -116,3 +116,30 @@ resources:
 	_, err := coordinator.GetReport(ctx, tb.bus, "nosuchrun-a0")
 	require.ErrorIs(t, err, bus.ErrNotFound)
 }
+
+// TestReportsBoundedByCount: past Config.MaxReports the oldest reports
+// are removed with their runs' records; the newest stay readable.
+func TestReportsBoundedByCount(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{coord: coordinator.Config{MaxReports: 3, PruneInterval: time.Millisecond}})
+	ctx := t.Context()
+	var ids []string
+	for range 6 {
+		rep := tb.run(t, "resources: []\n")
+		require.Equal(t, coordinator.RunSucceeded, rep.Status)
+		ids = append(ids, rep.RunID)
+	}
+	require.Eventually(t, func() bool {
+		return len(subjects(t, ctx, tb.bus, "OBJ_"+bus.BucketReports, "$O."+bus.BucketReports+".M.>")) == 3 &&
+			len(subjects(t, ctx, tb.bus, "KV_"+bus.BucketRuns, "$KV."+bus.BucketRuns+".run.>")) == 3
+	}, 20*time.Second, 20*time.Millisecond, "reports and records not bounded at 3")
+	for _, id := range ids[:3] {
+		_, err := coordinator.GetReport(ctx, tb.bus, id)
+		require.ErrorIs(t, err, bus.ErrNotFound, "run %s", id)
+	}
+	for _, id := range ids[3:] {
+		rep, err := coordinator.GetReport(ctx, tb.bus, id)
+		require.NoError(t, err)
+		require.Equal(t, coordinator.RunSucceeded, rep.Status)
+	}
+}

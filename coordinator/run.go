@@ -812,6 +812,9 @@ func (r *run) finish(ctx context.Context) {
 	r.forgetTree(ctx)
 	r.deactivate(ctx)
 	r.purgeFolded(ctx, folded)
+	if rec.ParentRunID == "" {
+		r.c.pruneReports(ctx) // retention.go
+	}
 	r.log.Info("run finished", "status", rec.Status, "changed", rep.Counts.Changed, "failed", rep.Counts.Failed,
 		"skipped", rep.Counts.Skipped, "duration_ms", rep.DurationMS)
 }

@@ -127,8 +127,21 @@ func runCoordinator(ctx context.Context, st IO, args []string) int {
 	fs.DurationVar(&cfg.TaskTimeout, "task-timeout", coordinator.DefaultTaskTimeout, "timeout of a task whose resource and request set none (queue wait plus execution)")
 	fs.DurationVar(&cfg.Lease, "lease", coordinator.DefaultLease, "how long this coordinator's claim on a run lasts without renewal; when it lapses a standby coordinator resumes the run")
 	fs.IntVar(&replicas, "replicas", 1, "replicas of manifold's streams and buckets (3 in a 3-node cluster)")
+	fs.IntVar(&cfg.MaxReports, "max-reports", coordinator.DefaultMaxReports, "reports of finished runs kept, each with its run record; past it the oldest are removed (a fan-out counts one); 0: no bound")
+	fs.DurationVar(&cfg.ReportsMaxAge, "reports-max-age", coordinator.DefaultReportsMaxAge, "reports of finished runs, and their run records, older than this are removed; 0: kept for ever")
 	if code, ok := parseNone(fs, st, "coordinator", args); !ok {
 		return code
+	}
+	if cfg.MaxReports < 0 || cfg.ReportsMaxAge < 0 {
+		fmt.Fprintln(st.Stderr, "manifold coordinator: --max-reports and --reports-max-age must not be negative (0: no bound)")
+		return ExitInvalid
+	}
+	// 0 is "no bound" on the command line, negative in the config.
+	if cfg.MaxReports == 0 {
+		cfg.MaxReports = -1
+	}
+	if cfg.ReportsMaxAge == 0 {
+		cfg.ReportsMaxAge = -1
 	}
 	if cfg.MaxDepth < 0 || cfg.TaskTimeout < 0 || replicas < 1 || cfg.MaxTreeRuns < 1 || cfg.MaxDepthLimit < 1 || cfg.MaxTreeRunsLimit < 1 || cfg.MaxTreeLiveRuns < 1 {
 		fmt.Fprintln(st.Stderr, "manifold coordinator: --max-depth and --task-timeout must not be negative, --replicas, --max-tree-runs, --max-depth-limit, --max-tree-runs-limit and --max-tree-live-runs at least 1")
