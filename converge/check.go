@@ -1,10 +1,15 @@
 package converge
 
 import (
+	"cmp"
 	"context"
+	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/safefs"
 )
 
 // LocalCheck is one resource of a cached plan that an interval pass checks
@@ -36,63 +41,210 @@ type PassResult struct {
 	Duration time.Duration
 }
 
-// CheckPass checks every resource of checks (CheckApply with apply false:
-// nothing is changed) in order, in a tight loop: no span, no event, no
-// report and no allocation per stable resource beyond what its check
-// does. A check that ends with ctx's end counts as drifted.
-func CheckPass(ctx context.Context, checks []LocalCheck) PassResult {
-	start := time.Now()
-	res := PassResult{Checked: len(checks), Stable: make([]string, 0, len(checks))}
-	drift := func(key, why string) {
-		if res.Why == nil {
-			res.Why = map[string]string{}
-		}
-		res.Drifted = append(res.Drifted, key)
-		res.Why[key] = why
-	}
+// Pass is the checks of a cached plan made ready for passes: what a pass
+// needs that does not change between passes is worked out once. The
+// checks are visited grouped by the directory of their first watched
+// path (plan order within a directory), under one parent-directory cache
+// (safefs.Dirs) per pass: the files of one directory cost one walk from
+// "/" per pass, not one each (a walk is a dozen system calls, half the
+// cost of a file's check). Results stay in plan order.
+type Pass struct {
+	checks []LocalCheck
+	order  []int          // indexes into checks, grouped by directory
+	group  []int          // group[i]: the group number of order[i]
+	index  map[string]int // key -> index into checks
+}
+
+// NewPass prepares checks for passes. The checks must not change while
+// the Pass is used.
+func NewPass(checks []LocalCheck) *Pass {
+	p := &Pass{checks: checks, order: make([]int, len(checks)), group: make([]int, len(checks)), index: make(map[string]int, len(checks))}
+	dirs := make([]string, len(checks))
 	for i := range checks {
-		c := &checks[i]
-		if c.Res == nil {
-			drift(c.Key, "not checkable locally")
+		p.order[i] = i
+		p.index[checks[i].Key] = i
+		if w, ok := checks[i].Res.(resources.Watcher); ok {
+			for _, t := range w.WatchTargets() {
+				if t.Path != "" {
+					dirs[i] = filepath.Dir(filepath.Clean(t.Path))
+					break
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(p.order, func(a, b int) int { return cmp.Compare(dirs[a], dirs[b]) })
+	for i := 1; i < len(p.order); i++ {
+		p.group[i] = p.group[i-1]
+		if dirs[p.order[i]] != dirs[p.order[i-1]] {
+			p.group[i]++
+		}
+	}
+	return p
+}
+
+// Outcomes of one check in a pass.
+const (
+	outSkipped uint8 = iota // not asked for
+	outStable
+	outDrifted
+)
+
+// Run checks every resource (CheckApply with apply false: nothing is
+// changed), in a tight loop: no span, no event, no report and no
+// allocation per stable resource beyond what its check does. A check that
+// ends with ctx's end counts as drifted.
+func (p *Pass) Run(ctx context.Context) PassResult {
+	return p.run(ctx, nil)
+}
+
+// RunKeys checks the resources of keys only (a drift batch: each key
+// once, however often it is listed). A key the Pass does not hold counts
+// as drifted (not checkable locally).
+func (p *Pass) RunKeys(ctx context.Context, keys []string) PassResult {
+	want := make([]bool, len(p.checks))
+	var unknown []string
+	for _, k := range keys {
+		if i, ok := p.index[k]; ok {
+			want[i] = true
+		} else if !slices.Contains(unknown, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	res := p.run(ctx, want)
+	for _, k := range unknown {
+		res.drift(k, "not checkable locally")
+		res.Checked++
+	}
+	return res
+}
+
+func (r *PassResult) drift(key, why string) {
+	if r.Why == nil {
+		r.Why = map[string]string{}
+	}
+	r.Drifted = append(r.Drifted, key)
+	r.Why[key] = why
+}
+
+// run checks the resources want selects (all when nil).
+func (p *Pass) run(ctx context.Context, want []bool) PassResult {
+	start := time.Now()
+	out := make([]uint8, len(p.checks))
+	why := make(map[int]string)
+	dirs := safefs.NewDirs()
+	cctx := safefs.WithDirs(ctx, dirs)
+	stable := 0
+	for j, i := range p.order {
+		if want != nil && !want[i] {
 			continue
 		}
-		r, err := c.Res.CheckApply(ctx, c.Env, false)
+		c := &p.checks[i]
+		if c.Res == nil {
+			out[i], why[i] = outDrifted, "not checkable locally"
+			continue
+		}
+		if j > 0 && p.group[j] != p.group[j-1] && dirs.Len() >= safefs.MaxCachedDirs/2 {
+			// A new directory and a full cache: start afresh rather than
+			// walk from "/" for every file past the cache's bound.
+			dirs.Close()
+			dirs = safefs.NewDirs()
+			cctx = safefs.WithDirs(ctx, dirs)
+		}
+		r, err := c.Res.CheckApply(cctx, c.Env, false)
 		switch {
 		case err != nil:
-			drift(c.Key, "check failed: "+err.Error())
+			out[i], why[i] = outDrifted, "check failed: "+err.Error()
 		case r.Changed:
-			drift(c.Key, "drifted: "+r.Message)
+			out[i], why[i] = outDrifted, "drifted: "+r.Message
 		default:
-			res.Stable = append(res.Stable, c.Key)
+			out[i] = outStable
+			stable++
 		}
 	}
+	dirs.Close()
+	res := PassResult{Stable: make([]string, 0, stable)}
+	for i, o := range out {
+		switch o {
+		case outStable:
+			res.Stable = append(res.Stable, p.checks[i].Key)
+		case outDrifted:
+			res.drift(p.checks[i].Key, why[i])
+		}
+	}
+	res.Checked = len(res.Stable) + len(res.Drifted)
 	res.Duration = time.Since(start)
 	return res
 }
 
-// CheckFirst returns a Runner that answers a full interval run (trigger
-// interval, no keys) with a local CheckPass over checks() and runs r only
-// for the drifted resources (trigger interval, Keys: the drifted ones; r
-// adds their refresh dependents as for a drift repair), or not at all when
-// none drifted. Every other trigger goes to r unchanged. onPass, when set,
-// is told of each pass before its run (ran false: no run followed).
+// CheckPass checks every resource of checks once (NewPass(checks).Run):
+// callers that pass over the same checks again keep the Pass.
+func CheckPass(ctx context.Context, checks []LocalCheck) PassResult {
+	return NewPass(checks).Run(ctx)
+}
+
+// CheckFirst returns a Runner that checks locally before it asks r for a
+// run:
 //
-// The pass needs no compile and no bus per resource: its cost is the
-// checks' own. It does not run health checks (--health-interval does).
+//   - a full interval run (trigger interval, no keys) becomes a Pass over
+//     checks() and a run of the drifted resources only (trigger interval,
+//     Keys: the drifted ones; r adds their refresh dependents as for a
+//     drift repair), or none when none drifted; onPass, when set, is told
+//     of each such pass before its run;
+//   - a drift repair (trigger drift with keys) checks the hinted keys and
+//     runs only those that drifted (their hints' Why kept), or none: an
+//     event is a hint, and the hints of a run's own writes (read after the
+//     run, in the next batch) cost a local check each, not a run. A storm
+//     of N edits is repaired by runs holding N resources in all, not N
+//     plus the re-checks of what the previous runs wrote.
+//
+// Every other trigger goes to r unchanged. The Pass is built once per
+// slice checks() returns (the same slice again reuses it). The passes
+// need no compile and no bus per resource: their cost is the checks' own.
+// They do not run health checks (--health-interval does).
 func CheckFirst(checks func() []LocalCheck, r Runner, onPass func(PassResult)) Runner {
+	var (
+		mu   sync.Mutex
+		prev []LocalCheck
+		pass *Pass
+	)
+	prepared := func() *Pass {
+		cs := checks()
+		mu.Lock()
+		defer mu.Unlock()
+		if pass == nil || len(cs) != len(prev) || (len(cs) > 0 && &cs[0] != &prev[0]) {
+			prev, pass = cs, NewPass(cs)
+		}
+		return pass
+	}
 	return RunnerFunc(func(ctx context.Context, t Trigger) (RunResult, error) {
-		if t.Kind != TriggerInterval || len(t.Keys) > 0 || t.HealthOnly {
+		switch {
+		case t.HealthOnly:
+			return r.Converge(ctx, t)
+		case t.Kind == TriggerInterval && len(t.Keys) == 0:
+			p := prepared().Run(ctx)
+			if onPass != nil {
+				onPass(p)
+			}
+			if len(p.Drifted) == 0 {
+				return RunResult{Stable: p.Stable}, nil
+			}
+			res, err := r.Converge(ctx, Trigger{Kind: TriggerInterval, Keys: p.Drifted, Why: p.Why})
+			res.Stable = append(res.Stable, p.Stable...)
+			return res, err
+		case t.Kind == TriggerDrift && len(t.Keys) > 0:
+			p := prepared().RunKeys(ctx, t.Keys)
+			if len(p.Drifted) == 0 {
+				return RunResult{Stable: p.Stable}, nil
+			}
+			why := make(map[string]string, len(p.Drifted))
+			for _, k := range p.Drifted {
+				why[k] = cmp.Or(t.Why[k], p.Why[k])
+			}
+			res, err := r.Converge(ctx, Trigger{Kind: TriggerDrift, Keys: p.Drifted, Why: why})
+			res.Stable = append(res.Stable, p.Stable...)
+			return res, err
+		default:
 			return r.Converge(ctx, t)
 		}
-		pass := CheckPass(ctx, checks())
-		if onPass != nil {
-			onPass(pass)
-		}
-		if len(pass.Drifted) == 0 {
-			return RunResult{Stable: pass.Stable}, nil
-		}
-		res, err := r.Converge(ctx, Trigger{Kind: TriggerInterval, Keys: pass.Drifted, Why: pass.Why})
-		res.Stable = append(res.Stable, pass.Stable...)
-		return res, err
 	})
 }

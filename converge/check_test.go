@@ -3,10 +3,16 @@ package converge
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/manifold-run/manifold/resources"
+	"github.com/manifold-run/manifold/resources/builtin"
+	"github.com/manifold-run/manifold/resources/safefs"
 )
 
 // fakeRes is a resource whose check reports drift when drifted is set.
@@ -70,27 +76,159 @@ func TestCheckFirst(t *testing.T) {
 
 	// Other triggers go to the runner as they are, without a pass.
 	before := a.checks
-	for _, tr := range []Trigger{{Kind: TriggerStart}, {Kind: TriggerDrift, Keys: []string{"file#a"}}, {Kind: TriggerHealth, HealthOnly: true}} {
+	for _, tr := range []Trigger{{Kind: TriggerStart}, {Kind: TriggerDrift, Why: map[string]string{"": "event queue overflow"}}, {Kind: TriggerHealth, HealthOnly: true}} {
 		if _, err := r.Converge(ctx, tr); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if a.checks != before || len(runs) != 5 || runs[2].Kind != TriggerStart || runs[4].Kind != TriggerHealth {
+	if a.checks != before || len(runs) != 5 || runs[2].Kind != TriggerStart || runs[3].Kind != TriggerDrift || runs[4].Kind != TriggerHealth {
 		t.Fatalf("pass-through: checks %d→%d, runs %+v", before, a.checks, runs)
 	}
 }
 
-// BenchmarkCheckPassOverhead is the pass's own cost per resource around a
-// check that does nothing (the loop, the result): what the interval pass
-// adds to the checks themselves.
-func BenchmarkCheckPassOverhead(b *testing.B) {
-	checks := make([]LocalCheck, 20000)
-	for i := range checks {
-		checks[i] = LocalCheck{Key: "file#/x", Res: &fakeRes{}}
+// TestCheckFirstDrift: a drift batch is checked here first; only the keys
+// that drifted (or cannot be checked here) go to a run, with their hints'
+// reasons. Hints of a run's own writes find the resources stable: no run.
+func TestCheckFirstDrift(t *testing.T) {
+	t.Parallel()
+	a, b := &fakeRes{}, &fakeRes{}
+	checks := []LocalCheck{{Key: "file#a", Res: a}, {Key: "file#b", Res: b}, {Key: "apply#child"}}
+	var runs []Trigger
+	inner := RunnerFunc(func(_ context.Context, t Trigger) (RunResult, error) {
+		runs = append(runs, t)
+		return RunResult{Changed: t.Keys}, nil
+	})
+	r := CheckFirst(func() []LocalCheck { return checks }, inner, func(p PassResult) { t.Fatalf("a drift batch reported as an interval pass: %+v", p) })
+	ctx := context.Background()
+
+	// Both hinted (a twice), both stable: each checked once, no run.
+	res, err := r.Converge(ctx, Trigger{Kind: TriggerDrift, Keys: []string{"file#a", "file#b", "file#a"}, Why: map[string]string{"file#a": "write a", "file#b": "write b"}})
+	if err != nil || len(runs) != 0 || a.checks != 1 || b.checks != 1 || !slices.Equal(res.Stable, []string{"file#a", "file#b"}) {
+		t.Fatalf("own writes: runs %+v, result %+v, err %v, checks %d %d", runs, res, err, a.checks, b.checks)
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		CheckPass(context.Background(), checks)
+
+	// b drifted: a run of b only, with its hint's reason; a is stable.
+	b.drifted = true
+	res, err = r.Converge(ctx, Trigger{Kind: TriggerDrift, Keys: []string{"file#b", "file#a"}, Why: map[string]string{"file#a": "write a", "file#b": "chmod b"}})
+	if err != nil || len(runs) != 1 || !slices.Equal(runs[0].Keys, []string{"file#b"}) || runs[0].Kind != TriggerDrift || runs[0].Why["file#b"] != "chmod b" {
+		t.Fatalf("drift: runs %+v, err %v", runs, err)
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(checks)), "ns/resource")
+	if !slices.Equal(res.Changed, []string{"file#b"}) || !slices.Equal(res.Stable, []string{"file#a"}) || a.checks != 2 || b.checks != 2 {
+		t.Fatalf("drift: result %+v, checks %d %d", res, a.checks, b.checks)
+	}
+
+	// Keys not checkable here (no resource; unknown to the plan) always
+	// go to the run.
+	b.drifted = false
+	if _, err := r.Converge(ctx, Trigger{Kind: TriggerDrift, Keys: []string{"apply#child", "file#gone", "file#a"}}); err != nil || len(runs) != 2 ||
+		!slices.Equal(runs[1].Keys, []string{"apply#child", "file#gone"}) || runs[1].Why["file#gone"] != "not checkable locally" {
+		t.Fatalf("uncheckable: runs %+v, err %v", runs, err)
+	}
+}
+
+// dirRes is a file-like resource at path that records the order of its
+// checks and whether the check's context carried a directory cache.
+type dirRes struct {
+	path   string
+	seen   *[]string
+	cached *int
+}
+
+func (d *dirRes) Validate() error { return nil }
+func (d *dirRes) WatchTargets() []resources.WatchTarget {
+	return []resources.WatchTarget{{Path: d.path}}
+}
+func (d *dirRes) CheckApply(ctx context.Context, _ *resources.Env, _ bool) (resources.Result, error) {
+	*d.seen = append(*d.seen, d.path)
+	if safefs.DirsFrom(ctx) != nil {
+		*d.cached++
+	}
+	return resources.Result{Changed: strings.HasSuffix(d.path, "x")}, nil
+}
+
+// TestPassGroupsByDirectory: a pass visits the resources of one directory
+// together under a directory cache (one walk per directory, not per
+// file), and still reports in plan order.
+func TestPassGroupsByDirectory(t *testing.T) {
+	t.Parallel()
+	var seen []string
+	cached := 0
+	var checks []LocalCheck
+	for _, p := range []string{"/b/1", "/a/1x", "/b/2", "/a/2", "/b/3x", "/c/1"} {
+		checks = append(checks, LocalCheck{Key: "file#" + p, Res: &dirRes{path: p, seen: &seen, cached: &cached}})
+	}
+	res := NewPass(checks).Run(context.Background())
+	if want := []string{"/a/1x", "/a/2", "/b/1", "/b/2", "/b/3x", "/c/1"}; !slices.Equal(seen, want) {
+		t.Fatalf("checked in order %v, want %v", seen, want)
+	}
+	if cached != len(checks) {
+		t.Fatalf("%d of %d checks had a directory cache", cached, len(checks))
+	}
+	if !slices.Equal(res.Drifted, []string{"file#/a/1x", "file#/b/3x"}) || !slices.Equal(res.Stable, []string{"file#/b/1", "file#/b/2", "file#/a/2", "file#/c/1"}) || res.Checked != 6 {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// TestPassRealFiles: a pass over real file resources in more directories
+// than one directory cache keeps (safefs.MaxCachedDirs) finds exactly the
+// drifted files, in plan order; the next pass walks afresh (a directory
+// replaced by another between passes is seen: no descriptor is kept
+// across passes).
+func TestPassRealFiles(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	reg := builtin.Registry()
+	env := &resources.Env{WorkDir: root, Root: root, Runner: resources.OSRunner{}}
+	ndirs := 2*safefs.MaxCachedDirs + 3
+	var checks []LocalCheck
+	var paths []string
+	for i := range 3 * ndirs {
+		d := filepath.Join(root, fmt.Sprintf("d%03d", i%ndirs))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(d, fmt.Sprintf("f%04d", i))
+		if err := os.WriteFile(p, []byte("managed\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, err := reg.New(resources.Spec{Type: "file", Name: p, Properties: map[string]any{"content": "managed\n"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checks = append(checks, LocalCheck{Key: "file#" + p, Res: res, Env: env})
+		paths = append(paths, p)
+	}
+	pass := NewPass(checks)
+	if res := pass.Run(context.Background()); len(res.Drifted) != 0 || len(res.Stable) != len(checks) {
+		t.Fatalf("converged files: drifted %v (%v), stable %d of %d", res.Drifted, res.Why, len(res.Stable), len(checks))
+	}
+	// Edits in the first, a middle and the last directory, listed in
+	// plan order.
+	edited := []int{len(paths) - 1, 5, 2*safefs.MaxCachedDirs + 1, 0}
+	for _, i := range edited {
+		if err := os.WriteFile(paths[i], []byte("edited\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A directory replaced between passes: its file is gone.
+	moved := filepath.Dir(paths[7])
+	if err := os.Rename(moved, moved+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(moved, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := pass.Run(context.Background())
+	var want []string
+	for i, p := range paths {
+		if slices.Contains(edited, i) || filepath.Dir(p) == moved {
+			want = append(want, "file#"+p)
+		}
+	}
+	if !slices.Equal(res.Drifted, want) || len(res.Stable) != len(checks)-len(want) {
+		t.Fatalf("drifted %v, want %v", res.Drifted, want)
+	}
+	if why := res.Why["file#"+paths[5]]; !strings.Contains(why, "content") {
+		t.Fatalf("why %q", why)
+	}
 }

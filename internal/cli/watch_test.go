@@ -62,3 +62,45 @@ func TestWatchBusConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchRunLimit: a convergence run after the start run lifts the idle
+// soft memory limit (a storm's run holds more than it: under the limit the
+// collector took half the storm's CPU) and puts it back after, from the
+// live heap then (twice it; the storm's outcomes stay in the memory store
+// for the retention). GOMEMLIMIT set by the user is left alone.
+// Not parallel: it changes the process's GC settings (restored).
+func TestWatchRunLimit(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	prevPercent := debug.SetGCPercent(-1)
+	prevLimit := debug.SetMemoryLimit(-1)
+	defer func() {
+		debug.SetGCPercent(prevPercent)
+		debug.SetMemoryLimit(prevLimit)
+	}()
+	live := uint64(10 << 20)
+	w := &watchRun{st: IO{Stdout: io.Discard, Stderr: io.Discard}, liveHeap: func() uint64 { return live }}
+	w.settle()
+	if got := debug.SetMemoryLimit(-1); got != watchMemoryLimit {
+		t.Fatalf("idle limit with a 10 MiB live heap: %d, want %d", got, watchMemoryLimit)
+	}
+	restore := w.runLimit()
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("limit during a run: %d, want none", got)
+	}
+	live = 300 << 20 // the run's outcomes are kept
+	restore()
+	if got := debug.SetMemoryLimit(-1); got != 600<<20 {
+		t.Fatalf("limit after a run leaving 300 MiB live: %d, want %d", got, 600<<20)
+	}
+
+	// GOMEMLIMIT set by the user: runs leave it as it is.
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	debug.SetMemoryLimit(1 << 30)
+	w = &watchRun{st: IO{Stdout: io.Discard, Stderr: io.Discard}}
+	w.settle()
+	w.runLimit()()
+	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
+		t.Fatalf("GOMEMLIMIT=1GiB in the environment, %d after a run", got)
+	}
+}
