@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -180,38 +181,59 @@ func Attach(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 	b := &Bus{nc: nc, js: js, cfg: cfg}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	for _, x := range []struct {
+	// The lookups are sent at once, not one after another: a worker's
+	// start waits for one round trip instead of six (a fleet of 10,000
+	// starts against a busy server). Errors are reported in this order.
+	notFound := func(err error) error {
+		if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			return ErrNotFound
+		}
+		return err
+	}
+	buckets := []struct {
 		name string
 		dst  **Bucket
-	}{{BucketRuns, &b.runs}, {BucketWorkers, &b.workers}, {BucketResults, &b.results}, {BucketCancels, &b.cancels}} {
-		kv, err := js.KeyValue(ctx, x.name)
-		if err != nil {
-			if errors.Is(err, jetstream.ErrBucketNotFound) {
-				err = ErrNotFound
+	}{{BucketRuns, &b.runs}, {BucketWorkers, &b.workers}, {BucketResults, &b.results}, {BucketCancels, &b.cancels}}
+	errs := make([]error, len(buckets)+2)
+	var wg sync.WaitGroup
+	for i, x := range buckets {
+		wg.Go(func() {
+			kv, err := js.KeyValue(ctx, x.name)
+			if err != nil {
+				errs[i] = fmt.Errorf("bus: attach to bucket %s: %w", x.name, notFound(err))
+				return
 			}
-			return nil, fmt.Errorf("bus: attach to bucket %s: %w", x.name, err)
-		}
-		*x.dst = &Bucket{kv: kv}
+			*x.dst = &Bucket{kv: kv}
+			if x.name == BucketWorkers {
+				// Heartbeats follow the TTL the workers bucket was
+				// provisioned with.
+				if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 {
+					b.cfg.WorkerTTL = st.TTL()
+				}
+			}
+		})
 	}
 	// Consumers must have their stream's replicas (work-queue streams
 	// refuse others): take them from the tasks stream.
-	st, err := js.Stream(ctx, StreamTasks)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			err = ErrNotFound
+	wg.Go(func() {
+		st, err := js.Stream(ctx, StreamTasks)
+		if err != nil {
+			errs[len(buckets)] = fmt.Errorf("bus: attach to stream %s: %w", StreamTasks, notFound(err))
+			return
 		}
-		return nil, fmt.Errorf("bus: attach to stream %s: %w", StreamTasks, err)
-	}
-	b.cfg.Replicas = max(st.CachedInfo().Config.Replicas, 1)
-	// Heartbeats follow the TTL the workers bucket was provisioned with.
-	if st, err := b.workers.kv.Status(ctx); err == nil && st.TTL() > 0 {
-		b.cfg.WorkerTTL = st.TTL()
-	}
-	if b.bundles, err = js.ObjectStore(ctx, BucketBundles); err != nil {
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			err = ErrNotFound
+		b.cfg.Replicas = max(st.CachedInfo().Config.Replicas, 1)
+	})
+	wg.Go(func() {
+		var err error
+		if b.bundles, err = js.ObjectStore(ctx, BucketBundles); err != nil {
+			errs[len(buckets)+1] = fmt.Errorf("bus: attach to object store %s: %w", BucketBundles, notFound(err))
 		}
-		return nil, fmt.Errorf("bus: attach to object store %s: %w", BucketBundles, err)
+	})
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	return b, nil
 }

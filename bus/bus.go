@@ -182,6 +182,8 @@ func (b *Bus) provision(ctx context.Context) error {
 			Duplicates: b.cfg.DuplicateWindow, Replicas: r, Description: "manifold run requests"},
 		{Name: StreamTasks, Subjects: []string{SubjectTasksAll}, Retention: jetstream.WorkQueuePolicy,
 			Duplicates: b.cfg.DuplicateWindow, Replicas: r, Description: "manifold resource tasks"},
+		{Name: StreamPinned, Subjects: []string{SubjectPinnedAll}, Retention: jetstream.WorkQueuePolicy,
+			Duplicates: b.cfg.DuplicateWindow, Replicas: r, Description: "manifold tasks pinned to one worker (read by subject, no consumer)"},
 		{Name: StreamHistory, Subjects: []string{SubjectOutcomesAll}, Retention: jetstream.LimitsPolicy,
 			MaxAge: b.cfg.HistoryMaxAge, Duplicates: b.cfg.DuplicateWindow, Replicas: r,
 			Description: "manifold run histories: task outcomes, deadlines, cancellations"},

@@ -160,7 +160,7 @@ func (b *Bus) TaskConsumer(ctx context.Context, pool string) (*Consumer, error) 
 	if err := ValidToken(pool); err != nil {
 		return nil, fmt.Errorf("bus: pool name: %w", err)
 	}
-	return b.consumer(ctx, StreamTasks, "tasks-"+pool, TaskSubject(pool), ConsumerOpts{MaxWaiting: b.cfg.PoolMaxWaiting})
+	return b.consumer(ctx, taskStream(pool), "tasks-"+pool, TaskSubject(pool), ConsumerOpts{MaxWaiting: b.cfg.PoolMaxWaiting})
 }
 
 // PinnedTaskConsumer binds to a durable consumer of the pool only the
@@ -173,7 +173,7 @@ func (b *Bus) PinnedTaskConsumer(ctx context.Context, worker string) (*Consumer,
 	if err := ValidToken(pool); err != nil {
 		return nil, fmt.Errorf("bus: worker name: %w", err)
 	}
-	return b.consumer(ctx, StreamTasks, "tasks-"+pool, TaskSubject(pool), ConsumerOpts{InactiveThreshold: time.Hour})
+	return b.consumer(ctx, StreamPinned, "tasks-"+pool, TaskSubject(pool), ConsumerOpts{InactiveThreshold: time.Hour})
 }
 
 // RunRequestConsumer binds to the durable consumer of run requests shared

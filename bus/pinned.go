@@ -39,10 +39,15 @@ const pinnedWakeWindow = 30 * time.Second
 // by a live worker is not redelivered (InProgress is a no-op). Two
 // processes must not share a worker name (each would run every task).
 type PinnedTasks struct {
-	b       *Bus
-	stream  jetstream.Stream
-	subject string
-	before  uint64 // last sequence of the stream when opened
+	b          *Bus
+	streamName string
+	subject    string
+	idlePoll   time.Duration // reads without a wake, on average
+
+	// Set by the first Next that finds the stream (owned by the Next
+	// holding turn until then).
+	stream jetstream.Stream
+	before uint64 // last sequence of the stream when found
 
 	turn chan struct{} // held by the Next in progress
 
@@ -73,18 +78,70 @@ func (p *PinnedTasks) due() uint64 {
 	return low
 }
 
-// PinnedTasks returns the reader of the named worker's own pool.
+// PinnedTasks returns the reader of the named worker's own pool: its
+// tasks on PinnedSubject(worker) in StreamPinned. It looks the stream up
+// (tasks stored before are handed out as possible redeliveries, Attempt
+// 2); while the stream is not provisioned (a server set up by an earlier
+// version, until a coordinator of this one opens the bus) Next waits for
+// it.
 func (b *Bus) PinnedTasks(ctx context.Context, worker string) (*PinnedTasks, error) {
+	if err := ValidToken(PinnedPool(worker)); err != nil {
+		return nil, fmt.Errorf("bus: worker name: %w", err)
+	}
+	p := b.pinnedTasks(StreamPinned, PinnedSubject(worker))
+	s, err := b.js.Stream(ctx, StreamPinned)
+	switch {
+	case err == nil:
+		p.stream, p.before = s, s.CachedInfo().State.LastSeq
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, fmt.Errorf("bus: pinned tasks of %s: %w", worker, err)
+	}
+	return p, nil
+}
+
+// LegacyPinnedTasks returns the reader of the tasks pinned to the named
+// worker where earlier versions put them: LegacyTaskSubject of its pool
+// in StreamTasks. Coordinators of earlier versions publish there, and
+// tasks queued before an upgrade wait there; a worker reads both, so
+// that workers can be upgraded before coordinators (docs/bus.md). It
+// makes no request: the first Next looks the stream up (tasks stored
+// before then are handed out with Attempt 2), and it reads without a wake
+// every legacyIdlePoll only.
+func (b *Bus) LegacyPinnedTasks(_ context.Context, worker string) (*PinnedTasks, error) {
 	pool := PinnedPool(worker)
 	if err := ValidToken(pool); err != nil {
 		return nil, fmt.Errorf("bus: worker name: %w", err)
 	}
-	s, err := b.js.Stream(ctx, StreamTasks)
-	if err != nil {
-		return nil, fmt.Errorf("bus: pinned tasks of %s: %w", worker, err)
+	p := b.pinnedTasks(StreamTasks, LegacyTaskSubject(pool))
+	p.idlePoll = legacyIdlePoll
+	return p, nil
+}
+
+// legacyIdlePoll is how often an idle LegacyPinnedTasks reads without
+// being woken: only coordinators of earlier versions publish there.
+const legacyIdlePoll = 30 * time.Minute
+
+func (b *Bus) pinnedTasks(stream, subject string) *PinnedTasks {
+	return &PinnedTasks{b: b, streamName: stream, subject: subject, idlePoll: pinnedIdlePoll,
+		turn: make(chan struct{}, 1), cursor: 1, handed: map[uint64]int{}, naked: map[uint64]struct{}{}, renudge: make(chan struct{}, 1)}
+}
+
+// read reads the task at again (a nak'd one), or the first of the pool
+// from from; ErrMsgNotFound when there is none, or no stream yet.
+func (p *PinnedTasks) read(ctx context.Context, from, again uint64) (*jetstream.RawStreamMsg, error) {
+	if p.stream == nil {
+		s, err := p.b.js.Stream(ctx, p.streamName)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, jetstream.ErrMsgNotFound
+		} else if err != nil {
+			return nil, err
+		}
+		p.stream, p.before = s, s.CachedInfo().State.LastSeq
 	}
-	return &PinnedTasks{b: b, stream: s, subject: TaskSubject(pool), before: s.CachedInfo().State.LastSeq,
-		turn: make(chan struct{}, 1), cursor: 1, handed: map[uint64]int{}, naked: map[uint64]struct{}{}, renudge: make(chan struct{}, 1)}, nil
+	if again != 0 {
+		return p.stream.GetMsg(ctx, again)
+	}
+	return p.stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(p.subject))
 }
 
 // Next blocks until a task of the pool is there or ctx ends (then it
@@ -112,13 +169,7 @@ func (p *PinnedTasks) Next(ctx context.Context) (*Delivery, error) {
 		p.mu.Lock()
 		from, again := p.cursor, p.due()
 		p.mu.Unlock()
-		var msg *jetstream.RawStreamMsg
-		var err error
-		if again != 0 {
-			msg, err = p.stream.GetMsg(ctx, again)
-		} else {
-			msg, err = p.stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(p.subject))
-		}
+		msg, err := p.read(ctx, from, again)
 		switch {
 		case err == nil:
 			if d := p.hand(msg, again != 0); d != nil {
@@ -148,7 +199,7 @@ func (p *PinnedTasks) Next(ctx context.Context) (*Delivery, error) {
 		// has stored its message (seconds before, on a loaded server):
 		// read again, 2 ms doubling to 1 s, for pinnedWakeWindow after
 		// the wake; then wait.
-		wait := pinnedIdlePoll/2 + time.Duration(rand.Int64N(int64(pinnedIdlePoll)))
+		wait := p.idlePoll/2 + time.Duration(rand.Int64N(int64(p.idlePoll)))
 		if burst > 0 && time.Now().Before(woken.Add(pinnedWakeWindow)) {
 			wait = min(time.Millisecond<<min(burst, 10), time.Second)
 			burst++

@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -69,14 +70,69 @@ func TestPinnedTasksFleet(t *testing.T) {
 	for i := range workers {
 		require.Equal(t, fmt.Sprintf("child-%04d", i), got[i], "host-%04d got another's task", i)
 	}
-	js, err := jetstream.New(b.Conn())
-	require.NoError(t, err)
-	s, err := js.Stream(ctx, bus.StreamTasks)
-	require.NoError(t, err)
-	info, err := s.Info(ctx)
-	require.NoError(t, err)
+	info := streamInfo(t, b, bus.StreamPinned)
 	require.Zero(t, info.State.Msgs, "acked pinned tasks leave the work queue")
 	require.Zero(t, info.State.Consumers, "no consumer per worker")
+	require.EqualValues(t, workers, info.State.LastSeq)
+	// The pools' stream never stored them: its consumers' waiting pulls
+	// are not woken by pinned tasks.
+	require.Zero(t, streamInfo(t, b, bus.StreamTasks).State.LastSeq, "pinned tasks stored with the pools' tasks")
+}
+
+// TestPinnedTasksMixedVersions: a task pinned to a worker by a coordinator
+// of an earlier version (on manifold.tasks.worker-<name>, in the pools'
+// stream) is read by LegacyPinnedTasks, one of this version by
+// PinnedTasks; the backlog counts both under the worker's pool. A reader
+// started on a server without the pinned stream (provisioned by an
+// earlier version) waits for it, and reads the task published once a
+// coordinator of this version provisioned it.
+func TestPinnedTasksMixedVersions(t *testing.T) {
+	t.Parallel()
+	srv, b := bustest.Start(t, bus.Config{})
+	ctx := ctxT(t)
+	pool := bus.PinnedPool("w1")
+	require.Equal(t, "manifold.pinned.w1", bus.TaskSubject(pool))
+	require.Equal(t, "manifold.tasks.w1", bus.TaskSubject("w1"), "a pool named like a worker is not pinned")
+	old, err := json.Marshal(bus.Task{V: bus.Version, RunID: "old", Pool: pool, Manifest: "m.yaml"})
+	require.NoError(t, err)
+	js, err := jetstream.New(b.Conn())
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, bus.LegacyTaskSubject(pool), old)
+	require.NoError(t, err)
+	require.NoError(t, b.PublishTask(ctx, bus.Task{RunID: "new", Pool: pool, Manifest: "m.yaml"}))
+	backlog, err := b.Backlogs(ctx)
+	require.NoError(t, err)
+	require.Len(t, backlog, 1)
+	require.Equal(t, pool, backlog[0].Pool)
+	require.Equal(t, 2, backlog[0].Tasks)
+
+	legacy, err := b.LegacyPinnedTasks(ctx, "w1")
+	require.NoError(t, err)
+	d, err := legacy.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "old", runOf(t, d))
+	require.NoError(t, d.Ack(ctx))
+	p, err := b.PinnedTasks(ctx, "w1")
+	require.NoError(t, err)
+	d, err = p.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "new", runOf(t, d))
+	require.NoError(t, d.Ack(ctx))
+
+	// No pinned stream: the reader waits; the stream provisioned and a
+	// task published, it reads it.
+	require.NoError(t, js.DeleteStream(ctx, bus.StreamPinned))
+	p2, err := b.PinnedTasks(ctx, "w2")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var got *bus.Delivery
+	var nextErr error
+	wg.Go(func() { got, nextErr = p2.Next(ctx) })
+	b2 := bustest.Open(t, srv, bus.Config{}) // a coordinator of this version
+	require.NoError(t, b2.PublishTask(ctx, bus.Task{RunID: "late", Pool: bus.PinnedPool("w2"), Manifest: "m.yaml"}))
+	wg.Wait()
+	require.NoError(t, nextErr)
+	require.Equal(t, "late", runOf(t, got))
 }
 
 // TestPinnedTasksRedelivery: a nak'd pinned task comes back with the next

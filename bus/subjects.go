@@ -16,6 +16,10 @@ const (
 	SubjectRunSubmit = "manifold.runs.submit"
 	// SubjectTasksAll matches every pool's task subject.
 	SubjectTasksAll = "manifold.tasks.>"
+	// SubjectPinnedAll matches every worker's pinned task subject
+	// (PinnedSubject): tasks of runs pinned to one worker, kept apart from
+	// the pools' tasks.
+	SubjectPinnedAll = "manifold.pinned.>"
 	// SubjectOutcomesAll matches every run's outcome subject.
 	SubjectOutcomesAll = "manifold.outcomes.>"
 	// SubjectEventsAll matches every run's events.
@@ -27,6 +31,11 @@ const (
 	StreamRuns = "MANIFOLD_RUNS"
 	// StreamTasks holds resource tasks for workers (work queue).
 	StreamTasks = "MANIFOLD_TASKS"
+	// StreamPinned holds the tasks pinned to one worker (work queue, no
+	// consumer: each worker reads its subject and deletes what it has
+	// done; bus.PinnedTasks). Apart from StreamTasks so that a pinned task
+	// stored does not wake the pools' consumers' waiting pulls.
+	StreamPinned = "MANIFOLD_PINNED"
 	// StreamHistory holds each run's history on its outcome subject: task
 	// outcomes and the other facts that move a run on (limits retention,
 	// purged per run when the run ends).
@@ -62,8 +71,31 @@ const PinnedPoolPrefix = "worker-"
 // PinnedPool returns the pool only the named worker takes tasks of.
 func PinnedPool(worker string) string { return PinnedPoolPrefix + worker }
 
-// TaskSubject returns the task subject of a worker pool.
-func TaskSubject(pool string) string { return "manifold.tasks." + token(pool) }
+// TaskSubject returns the task subject of a worker pool: manifold.tasks.<pool>,
+// or, for the pool of one worker (PinnedPool), PinnedSubject of the worker.
+func TaskSubject(pool string) string {
+	if worker, ok := strings.CutPrefix(pool, PinnedPoolPrefix); ok && worker != "" {
+		return PinnedSubject(worker)
+	}
+	return LegacyTaskSubject(pool)
+}
+
+// LegacyTaskSubject returns manifold.tasks.<pool>, the task subject of
+// every pool, pinned ones included, before StreamPinned: coordinators of
+// earlier versions publish a worker's pinned tasks there.
+func LegacyTaskSubject(pool string) string { return "manifold.tasks." + token(pool) }
+
+// PinnedSubject returns the subject of the tasks pinned to the named
+// worker: manifold.pinned.<worker> (stream StreamPinned).
+func PinnedSubject(worker string) string { return "manifold.pinned." + token(worker) }
+
+// taskStream returns the stream holding the tasks of pool.
+func taskStream(pool string) string {
+	if strings.HasPrefix(pool, PinnedPoolPrefix) && len(pool) > len(PinnedPoolPrefix) {
+		return StreamPinned
+	}
+	return StreamTasks
+}
 
 // OutcomeSubject returns the subject outcomes of a run are published on.
 func OutcomeSubject(runID string) string { return "manifold.outcomes." + token(runID) }

@@ -111,14 +111,15 @@ func TestPermissionNames(t *testing.T) {
 	setNATSEnv(t)
 	m, err := conf.ParseFile(filepath.Join("nats", "accounts.conf"))
 	require.NoError(t, err)
-	streams := []string{bus.StreamRuns, bus.StreamTasks, bus.StreamHistory, bus.StreamEvents, bus.StreamRegistrations,
+	streams := []string{bus.StreamRuns, bus.StreamTasks, bus.StreamPinned, bus.StreamHistory, bus.StreamEvents, bus.StreamRegistrations,
 		"KV_" + bus.BucketRuns, "KV_" + bus.BucketWorkers, "KV_" + bus.BucketResults, "OBJ_" + bus.BucketBundles,
 		"OBJ_" + bus.BucketReports, "OBJ_" + bus.BucketTasks, "KV_" + bus.BucketCancels, "KV_" + bus.BucketAssignments}
 	buckets := []string{bus.BucketRuns, bus.BucketWorkers, bus.BucketResults, bus.BucketBundles, bus.BucketReports, bus.BucketTasks,
 		bus.BucketCancels, bus.BucketAssignments}
 	manifoldSubjects := []string{bus.SubjectRunSubmit, bus.SubjectAPIPrefix + ".>", bus.SubjectTasksAll,
 		bus.SubjectOutcomesAll, bus.SubjectEventsAll, bus.SubjectControlPrefix + ".*.cancel", bus.SubjectPrefix + ".>",
-		bus.SubjectConvergeAll, bus.SubjectRegistrationsAll, strings.TrimSuffix(bus.SubjectTasksAll, ">") + "*"}
+		bus.SubjectConvergeAll, bus.SubjectRegistrationsAll, strings.TrimSuffix(bus.SubjectTasksAll, ">") + "*",
+		strings.TrimSuffix(bus.SubjectPinnedAll, ">") + "*"}
 	// $JS.API.<...>.<STREAM>[.rest], $JS.ACK.[<domain>.<hash>.]<STREAM>.>, $JS.FC.<STREAM>.>
 	streamRef := regexp.MustCompile(`^\$JS\.(?:API\.(?:STREAM\.INFO|STREAM\.MSG\.GET|DIRECT\.GET|CONSUMER\.[A-Z]+(?:\.NEXT)?)|ACK(?:\.\*\.\*)?|FC)\.([^.>*]+)`)
 	for name, u := range accountUsers(t, m["accounts"]) {
@@ -144,6 +145,14 @@ func TestPermissionNames(t *testing.T) {
 	w := permissions(t, accountUsers(t, m["accounts"])["worker"])["publish.allow"]
 	require.Contains(t, w, "$JS.API.CONSUMER.CREATE."+bus.StreamTasks+".*."+strings.TrimSuffix(bus.TaskSubject("x"), "x")+"*")
 	require.Contains(t, w, strings.TrimSuffix(bus.OutcomeSubject("x"), "x")+">")
+	// Pinned tasks: read and deleted by subject in their own stream; the
+	// worker is woken on its subject.
+	for _, api := range []string{"STREAM.INFO.", "STREAM.MSG.GET.", "STREAM.MSG.DELETE."} {
+		require.Contains(t, w, "$JS.API."+api+bus.StreamPinned)
+	}
+	ws := permissions(t, accountUsers(t, m["accounts"])["worker"])["subscribe.allow"]
+	require.Contains(t, ws, strings.TrimSuffix(bus.PinnedSubject("x"), "x")+"*")
+	require.Contains(t, ws, "$KV."+bus.BucketAssignments+".>", "the assignments watch is a subscription")
 }
 
 // TestHelmValuesMatchAccounts checks that the users and permissions the

@@ -240,26 +240,47 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.cancel != nil || w.stopped {
 		return errors.New("worker: already started")
 	}
-	consumers := make([]taskSource, 0, len(w.cfg.Pools)+1)
-	for _, pool := range w.cfg.Pools {
-		c, err := w.bus.TaskConsumer(ctx, pool)
-		if err != nil {
-			return fmt.Errorf("worker: %w", err)
-		}
-		consumers = append(consumers, c)
+	// The pools' consumers, the pinned tasks' stream and the registration
+	// are round trips to the server that do not depend on one another:
+	// sent at once (a fleet's hosts start against a busy server).
+	consumers := make([]taskSource, len(w.cfg.Pools)+2)
+	errs := make([]error, len(consumers)+1)
+	var wg sync.WaitGroup
+	for i, pool := range w.cfg.Pools {
+		wg.Go(func() {
+			c, err := w.bus.TaskConsumer(ctx, pool)
+			consumers[i], errs[i] = c, err
+		})
 	}
 	// Its own pool, for runs pinned to this worker (fleet fan-out): read
 	// without a consumer of its own, so a fleet is not bounded by the
-	// server's consumers per stream (bus.PinnedTasks).
-	pinned, err := w.bus.PinnedTasks(ctx, w.cfg.Name)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
+	// server's consumers per stream (bus.PinnedTasks). Coordinators of
+	// earlier versions put them with the pools' tasks, where they are
+	// read too (a mixed-version fleet, tasks queued before an upgrade).
+	n := len(w.cfg.Pools)
+	wg.Go(func() {
+		p, err := w.bus.PinnedTasks(ctx, w.cfg.Name)
+		consumers[n], errs[n] = p, err
+	})
+	wg.Go(func() {
+		p, err := w.bus.LegacyPinnedTasks(ctx, w.cfg.Name)
+		consumers[n+1], errs[n+1] = p, err
+	})
+	var regErr error
+	wg.Go(func() { regErr = w.register(ctx) })
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			if regErr == nil { // not a live worker after all
+				_ = w.bus.Workers().Delete(context.WithoutCancel(ctx), w.cfg.Name)
+			}
+			return fmt.Errorf("worker: %w", err)
+		}
 	}
-	consumers = append(consumers, pinned)
-	pools := append(append([]string(nil), w.cfg.Pools...), bus.PinnedPool(w.cfg.Name))
-	if err := w.register(ctx); err != nil {
-		return err
+	if regErr != nil {
+		return regErr
 	}
+	pools := append(append([]string(nil), w.cfg.Pools...), bus.PinnedPool(w.cfg.Name), bus.PinnedPool(w.cfg.Name))
 	stopCancels, err := w.bus.SubscribeCancels(w.cancelRun)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
