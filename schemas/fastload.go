@@ -55,7 +55,7 @@ func parseFast(s *schema, filename string, src []byte) (*Manifest, bool) {
 	}
 	p := &loader{s: s, filename: filename, empty: s.ctx.CompileString("{}"), sub: []*ynode{}}
 	if list != nil {
-		p.sub = list.items
+		p.sub = list.vals
 		if p.sub == nil {
 			p.sub = []*ynode{}
 		}
@@ -79,7 +79,7 @@ func (b astBuilder) pos(n *ynode) token.Pos {
 	if n.off < 0 || n.line == 0 {
 		return token.NoPos
 	}
-	return b.tf.Pos(n.off, token.NoRelPos)
+	return b.tf.Pos(int(n.off), token.NoRelPos)
 }
 
 func (b astBuilder) expr(n *ynode) ast.Expr {
@@ -97,8 +97,8 @@ func (b astBuilder) expr(n *ynode) ast.Expr {
 		if n == b.list {
 			return l
 		}
-		l.Elts = make([]ast.Expr, len(n.items))
-		for i, it := range n.items {
+		l.Elts = make([]ast.Expr, len(n.vals))
+		for i, it := range n.vals {
 			l.Elts[i] = b.expr(it)
 		}
 		return l
@@ -120,7 +120,7 @@ func (b astBuilder) expr(n *ynode) ast.Expr {
 
 // subPos is the Position of a subset node.
 func (p *loader) subPos(n *ynode) Position {
-	return Position{File: p.filename, Line: n.line, Column: n.col}
+	return Position{File: p.filename, Line: int(n.line), Column: int(n.col)}
 }
 
 // subValue builds a subset node as a CUE value.
@@ -144,7 +144,7 @@ func countSub(entries []*ynode) int {
 		case ymap:
 			n++
 		case yseq:
-			for _, item := range v.items {
+			for _, item := range v.vals {
 				if item.get(defaultsName) == nil {
 					n++
 				}
@@ -202,7 +202,7 @@ func (p *loader) resourcesSub(entries []*ynode, path string) []Resource {
 				out = append(out, r)
 			}
 		case v.kind == yseq:
-			out = p.blockSub(out, typ, def, v.items, bp)
+			out = p.blockSub(out, typ, def, v.vals, bp)
 		default:
 			p.bail = true
 			return nil

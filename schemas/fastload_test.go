@@ -206,7 +206,7 @@ func plain(n *ynode) any {
 		return m
 	case yseq:
 		l := []any{}
-		for _, it := range n.items {
+		for _, it := range n.vals {
 			l = append(l, plain(it))
 		}
 		return l

@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -34,4 +35,11 @@ func TestParseOnceIsNotStored(t *testing.T) {
 	m4, err := ParseOnce("once.yaml", src)
 	require.NoError(t, err)
 	require.Equal(t, "/tmp/parse-once-test", m4.Resources[0].Name, "a cached result is handed out as a copy")
+}
+
+// The subset reader makes some five nodes per resource of e2e/bench's
+// manifest: a node is kept at 88 bytes (offsets and positions as int32, a
+// sequence's items in vals); it was 128.
+func TestSubsetNodeSize(t *testing.T) {
+	require.LessOrEqual(t, unsafe.Sizeof(ynode{}), uintptr(88))
 }
