@@ -289,6 +289,12 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 				return row
 			}
 		}
+		if i == 0 && profPort != 0 && cfg.FleetRuns > 1 {
+			// The live heap after the first run, against the last's: what
+			// the runs leave behind, without the collector's headroom and
+			// the buffers RSS counts (after the CPU of the run is taken).
+			c.saveHeap(ctx, profPort, filepath.Join(cfg.FleetProfile, fmt.Sprintf("server-heap-%d-first.pprof", n)))
+		}
 	}
 	c.logStreams(ctx, n)
 	if profPort != 0 {
