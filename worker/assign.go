@@ -449,11 +449,60 @@ type assignRunner struct {
 	l       *assignLoop
 	stop    context.Context // the loop's: a stopping worker abandons the wait
 	started bool
+	// passPlan is the plan pass was built from (hinted checks).
+	passPlan *plan
+	pass     *converge.Pass
+	tasks    map[string]bus.Task // ref -> task of passPlan
+}
+
+// hinted checks the hinted refs of a drift batch locally from the cached
+// plan p (a converge.Pass built once per plan) and returns those to
+// repair: drifted, failing their check, not checkable here (not built, a
+// control guard: the run decides) or owing a refresh. The others are
+// stable: the events of a repair's own writes, read after it, cost a local
+// check each, not a run.
+func (r *assignRunner) hinted(ctx context.Context, p *plan, refs []string) (drifted []string, why map[string]string, stable []string) {
+	if r.passPlan != p {
+		items := r.s.build(ctx, p)
+		checks := make([]converge.LocalCheck, len(items))
+		r.tasks = make(map[string]bus.Task, len(items))
+		for i, it := range items {
+			checks[i] = converge.LocalCheck{Key: it.ref, Env: it.env}
+			if !it.skip && it.err == nil {
+				checks[i].Res = it.res
+			}
+			r.tasks[it.ref] = it.task
+		}
+		r.passPlan, r.pass = p, converge.NewPass(checks)
+	}
+	var check []string
+	why = map[string]string{}
+	for _, ref := range refs {
+		if t, ok := r.tasks[ref]; ok {
+			if _, owed := r.s.w.debts.owes(t); owed {
+				if _, dup := why[ref]; !dup {
+					drifted = append(drifted, ref)
+					why[ref] = "a refresh is owed"
+				}
+				continue
+			}
+		}
+		check = append(check, ref)
+	}
+	res := r.pass.RunKeys(ctx, check)
+	for _, ref := range res.Drifted {
+		if _, dup := why[ref]; !dup {
+			drifted = append(drifted, ref)
+			why[ref] = res.Why[ref]
+		}
+	}
+	return drifted, why, res.Stable
 }
 
 // Converge implements converge.Runner. An interval check of an
 // assignment whose plan is cached checks every resource here first and
-// asks for a repair run of the drifted ones only (none: no run). While the
+// asks for a repair run of the drifted ones only (none: no run); so does
+// a drift repair for its hinted resources (hinted). While the
 // bus or every coordinator is out of reach, the run is carried out here
 // from the cached plan and spooled (offline.go).
 func (r *assignRunner) Converge(ctx context.Context, t converge.Trigger) (converge.RunResult, error) {
@@ -476,6 +525,20 @@ func (r *assignRunner) Converge(ctx context.Context, t converge.Trigger) (conver
 			why := make(map[string]string, len(drifted))
 			for _, k := range drifted {
 				why[k] = "interval check: drifted"
+			}
+			t.Keys, t.Why = drifted, why
+		}
+	}
+	if kind == converge.TriggerDrift && len(t.Keys) > 0 && !t.HealthOnly {
+		if p := s.currentPlan(r.l); p != nil {
+			drifted, checkWhy, stable := r.hinted(ctx, p, t.Keys)
+			r.l.repaired(stable, time.Now()) // drift hinted but not there
+			if len(drifted) == 0 {
+				return converge.RunResult{Stable: stable}, nil
+			}
+			why := make(map[string]string, len(drifted))
+			for _, k := range drifted {
+				why[k] = cmp.Or(t.Why[k], checkWhy[k])
 			}
 			t.Keys, t.Why = drifted, why
 		}

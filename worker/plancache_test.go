@@ -391,3 +391,50 @@ func TestOfflineRepairDoesNotWaitForTheBus(t *testing.T) {
 	require.Less(t, took, 4*time.Second, "the repair waited for the bus")
 	t.Logf("hand edit repaired offline in %s", took)
 }
+
+// A drift hint is checked from the cached plan before a run is asked for:
+// the event of a repair's own write (read after its run) finds the file
+// stable and costs no run. Two hand edits, one after the other's repair,
+// give exactly two repair runs, each holding its edited file changed
+// (before, the first repair's own write was run again: a third run, or a
+// stable file in the second).
+func TestDriftHintCheckedFromCachedPlan(t *testing.T) {
+	t.Parallel()
+	f := setupAssign(t)
+	root := t.TempDir()
+	f.startWorker(t, worker.Config{Name: "w1", Facts: map[string]any{"root": root, "color": "blue"}})
+	f.assignManifest(t, bus.Assignment{Name: "app", Watch: true}, checkedManifest)
+	st := f.state(t, "w1", func(m map[string]worker.AssignmentStatus) bool {
+		return m["app"].State == "converged" && m["app"].Cached
+	})
+	first := st["app"].LastRun
+	before := runIDs(t, f.tb.bus)
+
+	edit := func(path, after string) string {
+		t.Helper()
+		require.NoError(t, os.WriteFile(path, []byte("hand edit\n"), 0o644))
+		st := f.state(t, "w1", func(m map[string]worker.AssignmentStatus) bool {
+			return m["app"].LastRun != after && m["app"].State == "converged"
+		})
+		require.Equal(t, "drift", st["app"].LastTrigger)
+		return st["app"].LastRun
+	}
+	a, b := filepath.Join(root, "a.conf"), filepath.Join(root, "b.conf")
+	runA := edit(a, first)
+	runB := edit(b, runA)
+	for run, file := range map[string]string{runA: a, runB: b} {
+		rep, err := coordinator.GetReport(t.Context(), f.tb.bus, run)
+		require.NoError(t, err)
+		for _, r := range rep.Resources {
+			if strings.HasPrefix(r.Ref, "file#") {
+				require.Equal(t, "file#"+file, r.Ref, "run %s holds a file not edited before it", run)
+				require.Equal(t, "changed", r.Status)
+			}
+		}
+	}
+	got, err := os.ReadFile(b)
+	require.NoError(t, err)
+	require.Equal(t, "blue\n", string(got))
+	require.Equal(t, slices.Sorted(slices.Values(append(before, runA, runB))), runIDs(t, f.tb.bus),
+		"the repairs' own writes were run again")
+}
