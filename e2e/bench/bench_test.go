@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,6 +171,48 @@ func TestRunnerKillsAtTimeout(t *testing.T) {
 	s = r.run(t.Context(), 30*time.Second, "", "/bin/sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done")
 	if s.err != nil || s.cpu <= 0 || s.rssKiB <= 0 {
 		t.Fatalf("spinning child: cpu %s, rss %d KiB, %v", s.cpu, s.rssKiB, s.err)
+	}
+}
+
+// TestToolVersion: the harness reads a tool's --version on stdout, or on
+// stderr when stdout is empty (CCM prints "development" there).
+func TestToolVersion(t *testing.T) {
+	t.Parallel()
+	id, err := currentIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, err := os.MkdirTemp("", "bench-version-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	if err := os.Chmod(home, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{id: id, home: home}
+	i := 0
+	for script, want := range map[string]string{
+		"echo development >&2":                 "development",
+		"echo v1.2.3; echo warning >&2":        "v1.2.3",
+		"echo nothing to say >&2; exit 1":      "",
+		"printf 'ccm version 0.0.1\\n\\n' >&2": "ccm version 0.0.1",
+	} {
+		i++
+		bin := filepath.Join(home, fmt.Sprintf("tool-%d", i))
+		if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		got, err := toolVersion(t.Context(), r, bin)
+		if want == "" {
+			if err == nil {
+				t.Errorf("%q: want an error, got version %q", script, got)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("%q: got %q, %v; want %q", script, got, err, want)
+		}
 	}
 }
 

@@ -381,13 +381,27 @@ func (h *harness) build(ctx context.Context) error {
 	if err := copyFile(h.cfg.CCM, h.ccm); err != nil {
 		return fmt.Errorf("bench: --ccm: %w", err)
 	}
-	s := h.run.run(ctx, time.Minute, "", h.ccm, "--version")
-	if s.err != nil {
-		return fmt.Errorf("bench: --ccm %s does not run: %w", h.cfg.CCM, s.err)
+	v, err := toolVersion(ctx, h.run, h.ccm)
+	if err != nil {
+		return fmt.Errorf("bench: --ccm %s does not run: %w", h.cfg.CCM, err)
 	}
-	h.ccmVersion = strings.TrimSpace(string(s.stdout))
+	h.ccmVersion = v
 	h.log.Info("CCM", "version", h.ccmVersion)
 	return nil
+}
+
+// toolVersion returns what `bin --version` prints: on stdout, or on
+// stderr when stdout is empty (CCM's command-line library writes it
+// there).
+func toolVersion(ctx context.Context, r *runner, bin string) (string, error) {
+	s := r.run(ctx, time.Minute, "", bin, "--version")
+	if s.err != nil {
+		return "", s.err
+	}
+	if v := strings.TrimSpace(string(s.stdout)); v != "" {
+		return v, nil
+	}
+	return strings.TrimSpace(string(s.stderr)), nil
 }
 
 // copyFile copies an executable, streaming (the harness keeps its own RSS

@@ -59,6 +59,8 @@ type sample struct {
 	// or wait4's): a figure a loaded machine distorts less than wall time.
 	cpu    time.Duration
 	stdout []byte
+	// stderr is what the child wrote on stderr (capped as stdout).
+	stderr []byte
 	// err is set when the process could not start, exited non-zero or
 	// timed out; timeout tells the last apart.
 	err     error
@@ -145,7 +147,7 @@ func (r *runner) run(ctx context.Context, timeout time.Duration, dir, bin string
 		killGroup(cmd)
 		err = <-done
 	}
-	s := sample{wall: time.Since(start), stdout: stdout.Bytes()}
+	s := sample{wall: time.Since(start), stdout: stdout.Bytes(), stderr: stderr.Bytes()}
 	if rssFile != "" {
 		s.rssKiB, s.cpu = readTime(rssFile)
 	} else if cmd.ProcessState != nil {
