@@ -120,7 +120,7 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 		m.span = w.startSpan(itemTrace(d, task, k+i), m.item, d.Attempt)
 		m.span.SetAttributes(attribute.String("manifold.batch.key", key), attribute.Int("manifold.batch.size", len(members)))
 		if m.log.Enabled(ctx, slog.LevelError) {
-			m.log = m.log.With("trace_id", m.span.SpanContext().TraceID().String(), "span_id", m.span.SpanContext().SpanID().String())
+			m.log = withSpan(m.log, m.span.SpanContext())
 			m.env.Logger = m.log
 		}
 		ctxs[i] = trace.ContextWithSpan(execCtx, m.span)

@@ -1,10 +1,14 @@
 package worker_test
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -159,4 +163,92 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// countingHandler counts WithAttrs calls and keeps the records it handles
+// with their attributes.
+type countingHandler struct {
+	level   slog.Level
+	attrs   []slog.Attr
+	withs   *atomic.Int64
+	records *recordLog
+}
+
+type recordLog struct {
+	mu   sync.Mutex
+	recs []map[string]string
+}
+
+func (h countingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	m := map[string]string{"msg": r.Message}
+	for _, a := range h.attrs {
+		m[a.Key] = a.Value.String()
+	}
+	r.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.String(); return true })
+	h.records.mu.Lock()
+	h.records.recs = append(h.records.recs, m)
+	h.records.mu.Unlock()
+	return nil
+}
+func (h countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	h.withs.Add(1)
+	h.attrs = append(slices.Clone(h.attrs), as...)
+	return h
+}
+func (h countingHandler) WithGroup(string) slog.Handler { return h }
+
+// TestItemLoggerFormatsOnlyWhatLogs: the logger of each resource of a
+// segment adds its attributes (run, resource, attempt, delivery, trace and
+// span IDs) to the handler only when the resource logs something at the
+// handler's level: a stable file logs nothing at warn, so a converged
+// segment adds none (it added two sets per resource), while a failed one
+// logs with all of them.
+func TestItemLoggerFormatsOnlyWhatLogs(t *testing.T) {
+	t.Parallel()
+	withs, recs := &atomic.Int64{}, &recordLog{}
+	tb := setup(t, bus.Config{})
+	tb.start(t, worker.Config{Logger: slog.New(countingHandler{level: slog.LevelWarn, withs: withs, records: recs})})
+	dir := t.TempDir()
+	rs := convergedFiles(t, dir, 20)
+	for i := range rs {
+		delete(rs[i].Properties, "owner")
+		delete(rs[i].Properties, "group")
+	}
+	// The last one fails: its parent directory does not exist.
+	rs = append(rs, schemas.Resource{Type: "file", Name: filepath.Join(dir, "missing", "f"), Properties: map[string]any{"content": "x\n"}})
+	task := tb.segment(rs...)
+	task.ContinueAfterFailure = true
+	start := withs.Load()
+	tb.publish(t, task)
+	for i := range rs {
+		o := tb.next(t)
+		want := bus.TaskStable
+		if i == len(rs)-1 {
+			want = bus.TaskFailed
+		}
+		require.Equal(t, want, o.Status, "%+v", o)
+	}
+	// The task's own logger (run_id, manifest, delivery) and the failed
+	// resource's (its attributes, then its span's) are made; the 20 stable
+	// resources' never are.
+	require.LessOrEqual(t, withs.Load()-start, int64(3), "WithAttrs calls for a segment of 21 resources")
+	var failed map[string]string
+	eventually(t, "the failed resource's log line", func() bool {
+		recs.mu.Lock()
+		defer recs.mu.Unlock()
+		for _, r := range recs.recs {
+			if r["msg"] == "task failed" {
+				failed = r
+				return true
+			}
+		}
+		return false
+	})
+	require.Equal(t, tb.runID, failed["run_id"])
+	require.Equal(t, "file#"+filepath.Join(dir, "missing", "f"), failed["resource"])
+	require.Equal(t, "1", failed["attempt"])
+	require.Equal(t, "1", failed["delivery"])
+	require.Len(t, failed["trace_id"], 32, "%v", failed)
+	require.Len(t, failed["span_id"], 16, "%v", failed)
 }

@@ -190,9 +190,9 @@ func itemTrace(d *bus.Delivery, task bus.Task, k int) context.Context {
 }
 
 // itemLog is the logger of one resource of a task.
+// Its attributes are formatted only if it logs (itemHandler).
 func (w *Worker) itemLog(item bus.Task, d *bus.Delivery) *slog.Logger {
-	return w.log.With("run_id", item.RunID, "resource", item.Resource.Ref(), "manifest", item.Manifest,
-		"attempt", item.Attempt, "delivery", d.Attempt)
+	return slog.New(&itemHandler{base: w.log.Handler(), item: item, deliv: d.Attempt})
 }
 
 // handleOne executes one resource of a task, or answers it from its
@@ -206,7 +206,7 @@ func (w *Worker) handleOne(ctx, traceCtx context.Context, d *bus.Delivery, task 
 	w.metrics.started(task.Pool, d.Attempt)
 	span := w.startSpan(traceCtx, task, d.Attempt)
 	if log.Enabled(ctx, slog.LevelError) {
-		log = log.With("trace_id", span.SpanContext().TraceID().String(), "span_id", span.SpanContext().SpanID().String())
+		log = withSpan(log, span.SpanContext())
 	}
 	start := time.Now()
 	execCtx, cancel := context.WithCancelCause(ctx)
