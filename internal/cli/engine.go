@@ -214,9 +214,12 @@ func (e *embedded) close() {
 	}
 }
 
-// dropStreams deletes the private server's streams, and with them their
-// consumers: a consumer with a pull request still pending makes the
-// server's shutdown wait 50 ms for the request's client to hear of it.
+// dropStreams deletes the private server's streams that have consumers,
+// and with them the consumers: a consumer with a pull request still
+// pending makes the server's shutdown wait 50 ms for the request's client
+// to hear of it. One list request, then the deletes side by side (3 of
+// 13 streams after an apply: runs, tasks and events) rather than a delete
+// of every stream one after the other.
 func dropStreams(nc *nats.Conn) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -224,14 +227,13 @@ func dropStreams(nc *nats.Conn) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	names := js.StreamNames(ctx)
-	var all []string
-	for n := range names.Name() {
-		all = append(all, n)
+	var wg sync.WaitGroup
+	for si := range js.ListStreams(ctx).Info() {
+		if si.State.Consumers > 0 {
+			wg.Go(func() { _ = js.DeleteStream(ctx, si.Config.Name) })
+		}
 	}
-	for _, n := range all {
-		_ = js.DeleteStream(ctx, n)
-	}
+	wg.Wait()
 }
 
 // workerRegistry is the registry of a worker on bus b: the built-in types,
