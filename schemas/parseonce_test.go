@@ -1,17 +1,22 @@
 package schemas
 
 import (
+	"fmt"
 	"testing"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
 
+// parseOnceRuns numbers the runs of TestParseOnceIsNotStored.
+var parseOnceRuns int
+
 // ParseOnce answers from the parse cache but does not store there: a
 // validate parses its manifest once, and storing it would copy every
 // resource.
 func TestParseOnceIsNotStored(t *testing.T) {
-	src := []byte("resources:\n  - file:\n      - /tmp/parse-once-test: {ensure: present}\n")
+	parseOnceRuns++ // a new text at each run (-count): the cache is the process's
+	src := []byte(fmt.Sprintf("# %d\nresources:\n  - file:\n      - /tmp/parse-once-test: {ensure: present}\n", parseOnceRuns))
 	key := parseKey("once.yaml", src)
 	stored := func() bool {
 		parseCache.mu.Lock()
