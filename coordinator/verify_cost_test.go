@@ -1,0 +1,40 @@
+package coordinator
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/manifold-run/manifold/bus"
+)
+
+// A worker's outcome, nearly every fact of a run's history, is verified
+// with its task's token first: two MACs (the token, the outcome's), not a
+// failed fact MAC before them. A child run's outcome (a coordinator's fact
+// of kind outcome) pays the third instead. Measured by allocations, which
+// each MAC makes alike.
+func TestVerifyWorkerOutcomeFirst(t *testing.T) {
+	secret := bytes.Repeat([]byte{7}, bus.RunSecretSize)
+	rec := &record{RunID: "r1", Secret: secret}
+	worker := bus.Outcome{RunID: "r1", Task: 3, Attempt: 1, Ref: "file#/etc/motd", Status: bus.TaskStable, Worker: "w1"}
+	bus.SignOutcome(&worker, bus.TaskToken(secret, "r1", 3, 1))
+	child := bus.Outcome{RunID: "r1", Task: 4, Attempt: 1, Ref: "apply#child.yaml", Status: bus.TaskChanged, Worker: "coordinator c1"}
+	bus.SignFact(&child, secret)
+	deadline := bus.Outcome{RunID: "r1", Kind: bus.FactDeadline, Task: 5, Attempt: 1, Status: bus.TaskFailed}
+	bus.SignFact(&deadline, secret)
+	for _, o := range []bus.Outcome{worker, child, deadline} {
+		require.NoError(t, verifyFact(rec, o), "%+v", o)
+	}
+	forged := worker
+	forged.Status = bus.TaskChanged
+	require.ErrorIs(t, verifyFact(rec, forged), errForged)
+
+	cost := func(o bus.Outcome) float64 {
+		return testing.AllocsPerRun(50, func() { _ = verifyFact(rec, o) })
+	}
+	w, c, d := cost(worker), cost(child), cost(deadline)
+	t.Logf("allocations per verification: worker outcome %.0f, child outcome %.0f, deadline %.0f", w, c, d)
+	require.Less(t, w, c, "a worker's outcome costs less to verify than a child run's")
+	require.Greater(t, w, d, "a deadline fact is verified with one MAC")
+}
