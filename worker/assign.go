@@ -455,6 +455,50 @@ type assignRunner struct {
 	tasks    map[string]bus.Task // ref -> task of passPlan
 }
 
+// prepare builds the converge.Pass of p once: its built resources, less
+// those whose control guard was false when built (nothing to check; a
+// hint of one goes to the run, which evaluates the guard again). One that
+// could not be built has no resource: every pass finds it drifted.
+func (r *assignRunner) prepare(ctx context.Context, p *plan) {
+	if r.passPlan == p {
+		return
+	}
+	items := r.s.build(ctx, p)
+	checks := make([]converge.LocalCheck, 0, len(items))
+	r.tasks = make(map[string]bus.Task, len(items))
+	for _, it := range items {
+		if it.skip {
+			continue
+		}
+		c := converge.LocalCheck{Key: it.ref, Env: it.env}
+		if it.err == nil {
+			c.Res = it.res
+		}
+		checks = append(checks, c)
+		r.tasks[it.ref] = it.task
+	}
+	r.passPlan, r.pass = p, converge.NewPass(checks)
+}
+
+// intervalCheck checks every resource of the cached plan p here (a
+// converge.Pass: grouped by directory, one walk from "/" per directory)
+// and returns the refs that drifted — a check that reports a change or
+// fails, a resource that could not be built, or a refresh owed — and the
+// stable ones. Health checks are not run (the health interval runs them).
+func (r *assignRunner) intervalCheck(ctx context.Context, p *plan) (drifted, stable []string) {
+	r.prepare(ctx, p)
+	res := r.pass.Run(ctx)
+	drifted = res.Drifted
+	for _, ref := range res.Stable {
+		if _, owed := r.s.w.debts.owes(r.tasks[ref]); owed {
+			drifted = append(drifted, ref)
+			continue
+		}
+		stable = append(stable, ref)
+	}
+	return drifted, stable
+}
+
 // hinted checks the hinted refs of a drift batch locally from the cached
 // plan p (a converge.Pass built once per plan) and returns those to
 // repair: drifted, failing their check, not checkable here (not built, a
@@ -462,19 +506,7 @@ type assignRunner struct {
 // stable: the events of a repair's own writes, read after it, cost a local
 // check each, not a run.
 func (r *assignRunner) hinted(ctx context.Context, p *plan, refs []string) (drifted []string, why map[string]string, stable []string) {
-	if r.passPlan != p {
-		items := r.s.build(ctx, p)
-		checks := make([]converge.LocalCheck, len(items))
-		r.tasks = make(map[string]bus.Task, len(items))
-		for i, it := range items {
-			checks[i] = converge.LocalCheck{Key: it.ref, Env: it.env}
-			if !it.skip && it.err == nil {
-				checks[i].Res = it.res
-			}
-			r.tasks[it.ref] = it.task
-		}
-		r.passPlan, r.pass = p, converge.NewPass(checks)
-	}
+	r.prepare(ctx, p)
 	var check []string
 	why = map[string]string{}
 	for _, ref := range refs {
@@ -515,7 +547,7 @@ func (r *assignRunner) Converge(ctx context.Context, t converge.Trigger) (conver
 	if kind == converge.TriggerInterval && len(t.Keys) == 0 && !t.HealthOnly {
 		if p := s.currentPlan(r.l); p != nil {
 			start := time.Now()
-			drifted, stable := s.check(ctx, p)
+			drifted, stable := r.intervalCheck(ctx, p)
 			s.log.Debug("interval check of the cached plan", "assignment", r.l.a.Name, "resources", len(p.Tasks),
 				"drifted", len(drifted), "duration", time.Since(start))
 			if len(drifted) == 0 {
