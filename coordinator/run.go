@@ -70,7 +70,14 @@ type run struct {
 	// hostFacts are a fan-out's targets' facts as read when they were
 	// chosen (fanout.go); a resumed run reads them again.
 	hostFacts map[string]map[string]any
+	// tokens are the tokens of the task attempts this coordinator
+	// dispatched and has no outcome of yet, kept from signing their
+	// message so that checking the outcome does not derive them again.
+	tokens map[taskAttempt]string
 }
+
+// taskAttempt names one attempt of a task.
+type taskAttempt struct{ task, attempt int }
 
 type pendingTask struct {
 	task bus.Task
@@ -237,7 +244,7 @@ func (r *run) fact(ctx, spanCtx context.Context, e bus.HistoryEntry, last uint64
 		r.log.Warn("history entry dropped: unreadable", "seq", e.Seq, "error", e.Err)
 	} else if e.Outcome.RunID != r.rec.RunID {
 		r.log.Warn("history entry dropped: not of this run", "outcome_run", e.Outcome.RunID, "seq", e.Seq)
-	} else if err := verifyFact(r.rec, e.Outcome); err != nil {
+	} else if err := r.verify(e.Outcome); err != nil {
 		r.refuse(e, err)
 	} else {
 		r.exec(ctx, spanCtx, r.m.apply(e.Outcome))
@@ -333,7 +340,36 @@ func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) 
 	task.Resumed = resumed
 	task.ContinueAfterFailure = n > 1 && !r.plan.Manifest.FailOnError
 	signTask(r.rec, &task)
+	r.keepTokens(task)
 	r.pending = append(r.pending, pendingTask{task: task, ctx: spanCtx, p: r.c.bus.PublishTaskAsync(spanCtx, task)})
+}
+
+// keepTokens remembers the tokens signTask gave task's attempts (see
+// run.tokens).
+func (r *run) keepTokens(task bus.Task) {
+	if task.Token == "" {
+		return
+	}
+	if r.tokens == nil {
+		r.tokens = map[taskAttempt]string{}
+	}
+	r.tokens[taskAttempt{task.Task, task.Attempt}] = task.Token
+	for _, it := range task.Segment {
+		r.tokens[taskAttempt{it.Task, it.Attempt}] = it.Token
+	}
+}
+
+// verify is verifyFact with the tokens this coordinator kept: a worker's
+// outcome of a task it dispatched is checked with one MAC. Anything else
+// (a replayed history, a coordinator's fact, a forgery) goes through
+// verifyFact.
+func (r *run) verify(o bus.Outcome) error {
+	k := taskAttempt{o.Task, o.Attempt}
+	if token, ok := r.tokens[k]; ok && o.Kind == bus.FactOutcome && bus.VerifyOutcome(o, token) {
+		delete(r.tokens, k)
+		return nil
+	}
+	return verifyFact(r.rec, o)
 }
 
 // flush waits for the task publications of the step. One that failed is
