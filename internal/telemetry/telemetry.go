@@ -29,8 +29,10 @@ type Config struct {
 	ServiceName string
 	// Endpoint is an OTLP endpoint URL (http://host:4318 for HTTP,
 	// host:4317 or http://host:4317 for gRPC). Empty means the environment;
-	// with neither, spans are made (run reports carry trace IDs) but not
-	// exported.
+	// with neither, spans get trace and span IDs (run reports, events and
+	// logs carry them, the traceparent sent on is the same) but record
+	// nothing and are not exported (unless OTEL_TRACES_SAMPLER is set: then
+	// the SDK's provider makes them as before).
 	Endpoint string
 	// Protocol is "http/protobuf" (default) or "grpc".
 	Protocol string
@@ -56,6 +58,11 @@ func Setup(ctx context.Context, cfg Config) (shutdown func(context.Context) erro
 		if err != nil {
 			return nil, err
 		}
+	}
+	if exp == nil && os.Getenv("OTEL_TRACES_SAMPLER") == "" {
+		// Nothing reads the spans: give them IDs, record nothing.
+		otel.SetTracerProvider(&idOnlyProvider{})
+		return func(context.Context) error { return nil }, nil
 	}
 	if exp != nil {
 		opts = append(opts, sdktrace.WithBatcher(exp))
