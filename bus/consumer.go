@@ -21,9 +21,19 @@ import (
 // subscription per fetch. Next calls on one Consumer take turns: bind one
 // Consumer per puller.
 type Consumer struct {
-	c    jetstream.Consumer
+	c    jetstream.Consumer // nil until created or looked up (lazy binds)
 	nc   *nats.Conn
 	next string // API subject of pull requests
+
+	// create makes the durable (CreateOrUpdateConsumer). A lazy Consumer
+	// (a pool's tasks: every worker binds it) does not call it at bind:
+	// its first pull asks the server at once (no_wait) and create runs
+	// only when the consumer is not there (503 no responders, 409
+	// consumer deleted) or the probe is not answered. The create request
+	// is answered with the consumer's info, which counts every waiting
+	// pull: at 10,000 workers, N starts x N pulls.
+	create func(ctx context.Context) (jetstream.Consumer, error)
+	bound  bool // the server answered a pull: the consumer exists
 
 	turn chan struct{} // held by the Next in progress
 
@@ -116,6 +126,27 @@ type ConsumerOpts struct {
 }
 
 func (b *Bus) consumer(ctx context.Context, stream, durable, filter string, o ConsumerOpts) (*Consumer, error) {
+	c := b.lazyConsumer(stream, durable, filter, o)
+	cc, err := c.create(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.c, c.bound = cc, true
+	return c, nil
+}
+
+// lazyConsumer returns a Consumer of durable that creates it only when a
+// pull finds it missing (see Consumer.create).
+func (b *Bus) lazyConsumer(stream, durable, filter string, o ConsumerOpts) *Consumer {
+	c := &Consumer{nc: b.nc, next: b.apiPrefix() + "CONSUMER.MSG.NEXT." + stream + "." + durable,
+		turn: make(chan struct{}, 1)}
+	c.create = func(ctx context.Context) (jetstream.Consumer, error) {
+		return b.createConsumer(ctx, stream, durable, filter, o)
+	}
+	return c
+}
+
+func (b *Bus) createConsumer(ctx context.Context, stream, durable, filter string, o ConsumerOpts) (jetstream.Consumer, error) {
 	cfg := jetstream.ConsumerConfig{
 		Durable:           durable,
 		FilterSubject:     filter,
@@ -143,8 +174,7 @@ func (b *Bus) consumer(ctx context.Context, stream, durable, filter string, o Co
 	if err != nil {
 		return nil, fmt.Errorf("bus: consumer %s on %s: %w", durable, stream, err)
 	}
-	return &Consumer{c: c, nc: b.nc, next: b.apiPrefix() + "CONSUMER.MSG.NEXT." + stream + "." + durable,
-		turn: make(chan struct{}, 1)}, nil
+	return c, nil
 }
 
 // apiPrefix is the prefix of JetStream API subjects in the bus's domain.
@@ -160,7 +190,10 @@ func (b *Bus) TaskConsumer(ctx context.Context, pool string) (*Consumer, error) 
 	if err := ValidToken(pool); err != nil {
 		return nil, fmt.Errorf("bus: pool name: %w", err)
 	}
-	return b.consumer(ctx, taskStream(pool), "tasks-"+pool, TaskSubject(pool), ConsumerOpts{MaxWaiting: b.cfg.PoolMaxWaiting})
+	// Bound lazily: no request at all here (see Consumer.create). A
+	// consumer that exists keeps its configuration: a changed TaskAckWait
+	// or PoolMaxWaiting applies when it is created again.
+	return b.lazyConsumer(taskStream(pool), "tasks-"+pool, TaskSubject(pool), ConsumerOpts{MaxWaiting: b.cfg.PoolMaxWaiting}), nil
 }
 
 // PinnedTaskConsumer binds to a durable consumer of the pool only the
@@ -204,6 +237,12 @@ func (b *Bus) DeleteOutcomeConsumer(ctx context.Context, runID string) error {
 // Waiting returns how many pull requests wait on the consumer and how
 // many it takes at most (more are refused: see Next).
 func (c *Consumer) Waiting(ctx context.Context) (waiting, max int, err error) {
+	if c.c == nil {
+		if c.c, err = c.create(ctx); err != nil {
+			return 0, 0, err
+		}
+		c.bound = true
+	}
 	info, err := c.c.Info(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("bus: consumer info: %w", err)
@@ -212,11 +251,21 @@ func (c *Consumer) Waiting(ctx context.Context) (waiting, max int, err error) {
 }
 
 // pullExpiry is how long one pull request waits on the server for a
-// message; pullGrace is how much longer Next waits for its end before it
-// pulls again (a pull lost to a server restart).
+// message; pullHeartbeat is how often the server says an idle pull is
+// still waiting; pullGrace is how much longer than two heartbeats Next
+// waits for word of its pull before it pulls again (a pull lost to a
+// server restart or a route). Each pull that arrives, expires or is due a
+// heartbeat runs the consumer's loop over every waiting pull: with N
+// idle workers that is N x (2/pullExpiry + 1/pullHeartbeat) loops a
+// second, each walking N pulls (30 s pulls without heartbeats: N x 2/30;
+// now N x 2/300 + 1/60, 2.9 times fewer).
 const (
-	pullExpiry = 30 * time.Second
-	pullGrace  = 5 * time.Second
+	pullExpiry    = 5 * time.Minute
+	pullHeartbeat = time.Minute
+	pullGrace     = 5 * time.Second
+	// bindProbe is how long the first pull of a lazy Consumer (no_wait)
+	// waits for its answer before the consumer is created anyway.
+	bindProbe = 5 * time.Second
 )
 
 // Next blocks until a message arrives or ctx ends (then it returns ctx's
@@ -246,7 +295,13 @@ func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
 		}
 		c.pulls++
 		reply := c.inbox + "." + strconv.FormatUint(c.pulls, 36)
-		req := fmt.Appendf(nil, `{"batch":1,"expires":%d}`, pullExpiry.Nanoseconds())
+		// Not known to exist: ask without waiting (answered at once
+		// with a message, 404 or 503 no responders).
+		probe := !c.bound
+		req := fmt.Appendf(nil, `{"batch":1,"expires":%d,"idle_heartbeat":%d}`, pullExpiry.Nanoseconds(), pullHeartbeat.Nanoseconds())
+		if probe {
+			req = []byte(`{"batch":1,"no_wait":true}`)
+		}
 		if err := c.nc.PublishRequest(c.next, reply, req); err != nil {
 			if errors.Is(err, nats.ErrConnectionClosed) {
 				c.unsubscribe()
@@ -259,25 +314,54 @@ func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
 			}
 			continue
 		}
-		m, refusal, err := c.await(ctx, reply)
+		wait := 2*pullHeartbeat + pullGrace
+		if probe {
+			wait = bindProbe
+		}
+		m, end, err := c.await(ctx, reply, wait)
 		if err != nil {
 			c.unsubscribe()
 			return nil, err
 		}
 		if m != nil {
+			c.bound = true
 			d := &Delivery{m: pulled{m}, Attempt: 1, Ctx: ExtractTrace(context.Background(), m.Header)}
 			if md, err := m.Metadata(); err == nil {
 				d.Attempt = int(md.NumDelivered)
 			}
 			return d, nil
 		}
-		if !refusal {
+		switch end {
+		case pullExpired:
+			c.bound = true
 			refused = 0
 			continue
+		case pullLost:
+			if !probe {
+				continue
+			}
+			// The probe was not answered: create (or find) the
+			// consumer rather than wait on it.
+		case pullNoConsumer:
+			c.bound = false
+		case pullRefused:
+		}
+		if !c.bound && (probe || end == pullNoConsumer) && end != pullRefused {
+			cc, err := c.create(ctx)
+			if err == nil {
+				c.c, c.bound = cc, true
+				refused = 0
+				continue
+			}
+			if ctx.Err() != nil {
+				c.unsubscribe()
+				return nil, ctx.Err()
+			}
 		}
 		// The server refused the pull (409: too many waiting pulls on
-		// the consumer, a leader change, the consumer gone): pulling
-		// again at once spins on both sides, so back off, with jitter.
+		// the consumer, a leader change) or the consumer could not be
+		// created: pulling again at once spins on both sides, so back
+		// off, with jitter.
 		refused++
 		if err := sleepCtx(ctx, refusedBackoff(refused)); err != nil {
 			c.unsubscribe()
@@ -286,11 +370,21 @@ func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
 	}
 }
 
+// How a pull ended without a message.
+type pullEnd int
+
+const (
+	pullExpired    pullEnd = iota // 404/408: no message in time; the consumer exists
+	pullLost                      // no word within the wait, or a reconnection
+	pullNoConsumer                // 503 no responders, 409 consumer deleted
+	pullRefused                   // any other status (409 too many waiting, leader change)
+)
+
 // await waits for a message or for the end of the pull answered on reply
-// (its expiry, a reconnection, or no word within pullExpiry+pullGrace).
-// refused is true when the server refused the pull.
-func (c *Consumer) await(ctx context.Context, reply string) (m *nats.Msg, refused bool, err error) {
-	t := time.NewTimer(pullExpiry + pullGrace)
+// (its expiry, a refusal, a reconnection, or no word within wait; an idle
+// heartbeat restarts the wait).
+func (c *Consumer) await(ctx context.Context, reply string, wait time.Duration) (*nats.Msg, pullEnd, error) {
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
@@ -298,25 +392,31 @@ func (c *Consumer) await(ctx context.Context, reply string) (m *nats.Msg, refuse
 			if strings.HasPrefix(m.Reply, "$JS.ACK.") {
 				// A message, of this pull or of one given up on before:
 				// either is ours to handle.
-				return m, false, nil
+				return m, 0, nil
 			}
 			if m.Subject != reply {
 				continue // the end of an earlier pull
 			}
-			switch m.Header.Get("Status") {
-			case "100": // idle heartbeat
+			switch code := m.Header.Get("Status"); code {
+			case "100": // idle heartbeat: the pull still waits
+				t.Reset(wait)
 				continue
 			case "404", "408": // no message in time: pull again
-				return nil, false, nil
+				return nil, pullExpired, nil
+			case "503":
+				return nil, pullNoConsumer, nil
 			default:
-				return nil, true, nil
+				if code == "409" && strings.Contains(strings.ToLower(m.Header.Get("Description")), "consumer deleted") {
+					return nil, pullNoConsumer, nil
+				}
+				return nil, pullRefused, nil
 			}
 		case <-c.status:
-			return nil, false, nil
+			return nil, pullLost, nil
 		case <-t.C:
-			return nil, false, nil
+			return nil, pullLost, nil
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
 	}
 }

@@ -65,6 +65,10 @@ func fleetHostsMain(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintln(stderr, "benchrun fleet-hosts: --server, --root and --cache-dir are required, --n and --first at least 1, --executor file or memory, no arguments")
 		return 2
 	}
+	// A descriptor per host's connection, and the files of its run.
+	if got, err := raiseFileLimit(2*hc.n + 256); err != nil {
+		fmt.Fprintf(stderr, "benchrun fleet-hosts: open files limit %d: %v\n", got, err)
+	}
 	if hc.cpuProfile != "" {
 		if f, err := os.Create(hc.cpuProfile); err == nil && pprof.StartCPUProfile(f) == nil {
 			defer f.Close()
