@@ -13,6 +13,7 @@ import (
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/resources"
 	"github.com/manifold-run/manifold/resources/ids"
+	"github.com/manifold-run/manifold/resources/safefs"
 )
 
 // batchResult is the outcome of one resource executed in a batch.
@@ -109,6 +110,10 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 	defer cancel(nil)
 	execCtx, cancelDeadline := context.WithDeadlineCause(execCtx, deadline, fmt.Errorf("timed out after %s (a batch of %d resources)", total, len(members)))
 	defer cancelDeadline()
+	// Its members' diffs judge each directory's "readable by others" once
+	// (no member changes a directory: a directory resource is executed
+	// alone, ending the batch).
+	execCtx = safefs.WithReach(execCtx, safefs.NewReach())
 
 	// ctxs[i] is member i's span in the batch's execution context.
 	ctxs := make([]context.Context, len(members))

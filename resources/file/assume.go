@@ -36,7 +36,7 @@ func (f *File) wouldCreate(ctx context.Context, env *resources.Env) (resources.R
 	}
 	newMode := want.perm(0o644)
 	reachable := assumedReachable(env.Assumed(), filepath.Dir(f.Path))
-	res.Diff = f.diffIn(f.Path, false, nil, content, newMode, reachable)
+	res.Diff = f.diffIn(f.Path, false, 0, nil, content, newMode, reachable)
 	return res, nil
 }
 

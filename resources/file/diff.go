@@ -2,6 +2,7 @@ package file
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
@@ -87,36 +88,39 @@ func truncateDiff(d string) string {
 // or the link's target with links: follow) for the outcome, unless policy
 // hides it: sensitive content is reported by size only; content an
 // unprivileged user of the host could not read, before (when the file
-// exists) or after (newMode, in path's directory), is hidden unless
-// show_diff is true (safefs.ReadableByOthers: the file world-readable and
-// every directory above it world-searchable); show_diff false hides every
-// diff.
-func (f *File) diff(path string, exists bool, old, new []byte, newMode fs.FileMode) string {
-	return f.diffIn(path, exists, old, new, newMode, safefs.ReachableByOthers(filepath.Dir(path)))
+// exists, a regular file of mode oldMode) or after (newMode, in path's
+// directory), is hidden unless show_diff is true (as
+// safefs.ReadableByOthers says: the file world-readable and every
+// directory above it world-searchable); show_diff false hides every diff.
+// The directory's verdict is remembered by the safefs.Reach of ctx, if any.
+func (f *File) diff(ctx context.Context, path string, exists bool, oldMode fs.FileMode, old, new []byte, newMode fs.FileMode) string {
+	return f.diffIn(path, exists, oldMode, old, new, newMode, safefs.ReachableByOthersContext(ctx, filepath.Dir(path)))
 }
 
 // diffIn is diff with the reachability of path's directory given
 // (reachable: every directory above it world-searchable).
-func (f *File) diffIn(path string, exists bool, old, new []byte, newMode fs.FileMode, reachable bool) string {
+func (f *File) diffIn(path string, exists bool, oldMode fs.FileMode, old, new []byte, newMode fs.FileMode, reachable bool) string {
 	switch {
 	case f.Sensitive:
 		return fmt.Sprintf("content redacted (sensitive): %d → %d bytes", len(old), len(new))
 	case f.ShowDiff != nil && !*f.ShowDiff:
 		return fmt.Sprintf("diff hidden (show_diff: false): %d → %d bytes", len(old), len(new))
-	case f.ShowDiff == nil && !diffable(path, exists, newMode, reachable):
+	case f.ShowDiff == nil && !diffable(exists, oldMode, newMode, reachable):
 		return fmt.Sprintf("diff hidden: %s is not readable by other users (set show_diff: true to show it): %d → %d bytes", f.Path, len(old), len(new))
 	}
 	return contentDiff(f.Path, old, new)
 }
 
-// diffable tells whether an unprivileged user could read the file at path
-// now (when it exists) and once written with newMode, its directory being
-// reachable or not.
-func diffable(path string, exists bool, newMode fs.FileMode, reachable bool) bool {
+// diffable tells whether an unprivileged user could read a file now (when
+// it exists: a regular file, not a link, of mode oldMode) and once
+// written with newMode, its directory being reachable or not: what
+// safefs.ReadableByOthers says of the existing file, without resolving
+// its path again.
+func diffable(exists bool, oldMode, newMode fs.FileMode, reachable bool) bool {
 	if newMode&0o004 == 0 || !reachable {
 		return false
 	}
-	return !exists || safefs.ReadableByOthers(path)
+	return !exists || oldMode&0o004 != 0
 }
 
 func isText(b []byte) bool {

@@ -286,7 +286,7 @@ func (f *File) present(ctx context.Context, d *safefs.Dir, name string, env *res
 	if errors.Is(err, fs.ErrNotExist) {
 		res := resources.Result{Changed: true, Message: verb(apply, "create", "created")}
 		if manageContent {
-			res.Diff = f.diff(f.Path, false, nil, content, want.perm(0o644))
+			res.Diff = f.diff(ctx, f.Path, false, 0, nil, content, want.perm(0o644))
 		}
 		if !apply {
 			return res, nil
@@ -299,7 +299,7 @@ func (f *File) present(ctx context.Context, d *safefs.Dir, name string, env *res
 	target, td, tname := f.Path, d, name
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		if !f.follow() {
-			return f.replaceLink(d, name, content, manageContent, want, apply, stage)
+			return f.replaceLink(ctx, d, name, content, manageContent, want, apply, stage)
 		}
 		if target, fi, err = resolve(f.Path); err != nil {
 			return resources.Result{}, err
@@ -329,7 +329,7 @@ func (f *File) present(ctx context.Context, d *safefs.Dir, name string, env *res
 		}
 		if contentDiffers = !bytes.Equal(current, content); contentDiffers {
 			changes = append(changes, verb(apply, "update content", "updated content"))
-			diff = f.diff(target, true, current, content, want.perm(have.mode))
+			diff = f.diff(ctx, target, true, fi.Mode(), current, content, want.perm(have.mode))
 		}
 	}
 	metaChanges := want.differences(have)
@@ -358,7 +358,7 @@ func (f *File) present(ctx context.Context, d *safefs.Dir, name string, env *res
 // managed: with content, the link itself is replaced by the file (the atomic
 // rename swaps the directory entry; the link's target is never opened);
 // attribute-only, it is refused, as chown and chmod would change the target.
-func (f *File) replaceLink(d *safefs.Dir, name string, content []byte, manageContent bool, want meta, apply bool, stage *safefs.Group) (resources.Result, error) {
+func (f *File) replaceLink(ctx context.Context, d *safefs.Dir, name string, content []byte, manageContent bool, want meta, apply bool, stage *safefs.Group) (resources.Result, error) {
 	dest, _ := d.Readlink(name)
 	if !manageContent {
 		return resources.Result{}, fmt.Errorf("%s is a symlink to %s: %w", f.Path, dest, ErrSymlink)
@@ -366,7 +366,7 @@ func (f *File) replaceLink(d *safefs.Dir, name string, content []byte, manageCon
 	res := resources.Result{
 		Changed: true,
 		Message: verb(apply, "replace symlink to "+dest+" with a file", "replaced symlink to "+dest+" with a file"),
-		Diff:    f.diff(f.Path, false, nil, content, want.perm(0o644)),
+		Diff:    f.diff(ctx, f.Path, false, 0, nil, content, want.perm(0o644)),
 	}
 	if !apply {
 		return res, nil
