@@ -9,3 +9,6 @@ func SetGroupSync(g *Group, m SyncMode) { g.mode = m }
 
 // ReachWalks is how many walks ReachableByOthers made so far.
 func ReachWalks() int64 { return reachWalks.Load() }
+
+// TempProbes is how many temporary slots were probed for leftovers so far.
+func TempProbes() int64 { return tempProbes.Load() }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -44,7 +45,8 @@ func WriteFile(path string, data []byte, mode fs.FileMode, uid, gid int) error {
 // process's) by descriptor, fsynced and renamed over name; the directory
 // is then fsynced. A link at name is replaced, its target never opened.
 // The unlocked temporary files of name that a killed writer left (older
-// than 5 s) are removed first. Every writing resource type should write
+// than 5 s) are removed first: slot 0's and the consecutive taken slots
+// after it (see CreateTemp). Every writing resource type should write
 // through it (file, document, scaffold, archive, user homes...).
 func (d *Dir) WriteFile(name string, data []byte, mode fs.FileMode, uid, gid int) (err error) {
 	tmp, err := d.stage(name, data, mode, uid, gid)
@@ -121,15 +123,24 @@ func (d *Dir) syncDir() {
 func TempName(name string, k int) string { return "." + name + TempInfix + strconv.Itoa(k) }
 
 // CreateTemp removes the temporary files of name that a killed writer
-// left, then creates one in the first free slot (with every slot taken by
+// left in slot 0 and in each slot after a taken one (a writer takes the
+// lowest free slot, so one in slot k saw slots 0..k-1 taken: the probe
+// stops at the first free slot), then creates one in the first free slot (with every slot taken by
 // live writers, a name of its own) and locks it (flock, held until the
 // file is closed). Its Name is the temporary file's full path.
 func (d *Dir) CreateTemp(name string) (*os.File, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
+	// Slots are taken lowest first, so a writer only ever took slot k
+	// while slots 0..k-1 existed: the probe stops at the first free slot
+	// (one failed openat in the common case, not TempSlots). A killed
+	// writer's leftover in slot k is thus removed by the next write that
+	// finds the slots below it taken, at most TempSlots files per target.
 	for k := range TempSlots {
-		d.removeIfStale(TempName(name, k))
+		if !d.removeIfStale(TempName(name, k)) {
+			break
+		}
 	}
 	for k := range TempSlots + 1 {
 		tmpName := TempName(name, k)
@@ -154,23 +165,32 @@ func (d *Dir) CreateTemp(name string) (*os.File, error) {
 	panic("unreachable")
 }
 
+// tempProbes counts the slots removeIfStale looked at (tests).
+var tempProbes atomic.Int64
+
 // removeIfStale removes name when it is a temporary file a killed writer
 // left: a regular file, unlocked and older than staleTempAge. Best effort:
-// a file it cannot judge is left.
-func (d *Dir) removeIfStale(name string) {
+// a file it cannot judge is left. It reports whether name existed (then
+// the next slot may hold a leftover too).
+func (d *Dir) removeIfStale(name string) (existed bool) {
+	tempProbes.Add(1)
 	fd, err := syscall.Openat(d.fd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.ENOENT) {
+		return false // the common case
+	}
 	if err != nil {
-		return // missing (the common case), a link, or not ours to judge
+		return true // a link, or not ours to judge
 	}
 	defer syscall.Close(fd)
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG ||
 		time.Since(time.Unix(st.Mtim.Unix())) < staleTempAge {
-		return
+		return true
 	}
 	if syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB) == nil {
 		_ = syscall.Unlinkat(d.fd, name)
 	}
+	return true
 }
 
 // LockName is the lock file (*Dir).Lock keeps beside name.
