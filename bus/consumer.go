@@ -2,9 +2,11 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,13 +29,15 @@ type Consumer struct {
 
 	// create makes the durable (CreateOrUpdateConsumer). A lazy Consumer
 	// (a pool's tasks: every worker binds it) does not call it at bind:
-	// its first pull asks the server at once (no_wait) and create runs
-	// only when the consumer is not there (503 no responders, 409
-	// consumer deleted) or the probe is not answered. The create request
-	// is answered with the consumer's info, which counts every waiting
-	// pull: at 10,000 workers, N starts x N pulls.
+	// its first Next looks the durable's name up in the stream's
+	// consumer names (exists) and creates it only when it is not there,
+	// or when a pull is answered 409 consumer deleted (or 503). The
+	// create request is answered with the consumer's info, whose
+	// making walks every waiting pull: at 10,000 workers, N starts x N
+	// pulls; the names request walks the stream's few consumers.
 	create func(ctx context.Context) (jetstream.Consumer, error)
-	bound  bool // the server answered a pull: the consumer exists
+	exists func(ctx context.Context) (bool, error)
+	bound  bool // the consumer is known to exist
 
 	turn chan struct{} // held by the Next in progress
 
@@ -143,7 +147,42 @@ func (b *Bus) lazyConsumer(stream, durable, filter string, o ConsumerOpts) *Cons
 	c.create = func(ctx context.Context) (jetstream.Consumer, error) {
 		return b.createConsumer(ctx, stream, durable, filter, o)
 	}
+	c.exists = func(ctx context.Context) (bool, error) {
+		return b.consumerExists(ctx, stream, durable)
+	}
 	return c
+}
+
+// consumerExists looks durable up in stream's consumer names (a request
+// that walks the stream's consumers, not their waiting pulls).
+func (b *Bus) consumerExists(ctx context.Context, stream, durable string) (bool, error) {
+	for offset := 0; ; {
+		m, err := b.nc.RequestWithContext(ctx, b.apiPrefix()+"CONSUMER.NAMES."+stream, fmt.Appendf(nil, `{"offset":%d}`, offset))
+		if err != nil {
+			return false, fmt.Errorf("bus: consumers of %s: %w", stream, err)
+		}
+		var resp struct {
+			Total     int      `json:"total"`
+			Consumers []string `json:"consumers"`
+			Error     *struct {
+				Code        int    `json:"code"`
+				Description string `json:"description"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(m.Data, &resp); err != nil {
+			return false, fmt.Errorf("bus: consumers of %s: %w", stream, err)
+		}
+		if resp.Error != nil {
+			return false, fmt.Errorf("bus: consumers of %s: %s (%d)", stream, resp.Error.Description, resp.Error.Code)
+		}
+		if slices.Contains(resp.Consumers, durable) {
+			return true, nil
+		}
+		offset += len(resp.Consumers)
+		if len(resp.Consumers) == 0 || offset >= resp.Total {
+			return false, nil
+		}
+	}
 }
 
 func (b *Bus) createConsumer(ctx context.Context, stream, durable, filter string, o ConsumerOpts) (jetstream.Consumer, error) {
@@ -263,9 +302,6 @@ const (
 	pullExpiry    = 5 * time.Minute
 	pullHeartbeat = time.Minute
 	pullGrace     = 5 * time.Second
-	// bindProbe is how long the first pull of a lazy Consumer (no_wait)
-	// waits for its answer before the consumer is created anyway.
-	bindProbe = 5 * time.Second
 )
 
 // Next blocks until a message arrives or ctx ends (then it returns ctx's
@@ -293,15 +329,26 @@ func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
 				return nil, err
 			}
 		}
+		if !c.bound {
+			err := c.bind(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					c.unsubscribe()
+					return nil, ctx.Err()
+				}
+				// Transient (no JetStream leader, a slow server): try
+				// again, backing off.
+				refused++
+				if err := sleepCtx(ctx, refusedBackoff(refused)); err != nil {
+					c.unsubscribe()
+					return nil, err
+				}
+				continue
+			}
+		}
 		c.pulls++
 		reply := c.inbox + "." + strconv.FormatUint(c.pulls, 36)
-		// Not known to exist: ask without waiting (answered at once
-		// with a message, 404 or 503 no responders).
-		probe := !c.bound
 		req := fmt.Appendf(nil, `{"batch":1,"expires":%d,"idle_heartbeat":%d}`, pullExpiry.Nanoseconds(), pullHeartbeat.Nanoseconds())
-		if probe {
-			req = []byte(`{"batch":1,"no_wait":true}`)
-		}
 		if err := c.nc.PublishRequest(c.next, reply, req); err != nil {
 			if errors.Is(err, nats.ErrConnectionClosed) {
 				c.unsubscribe()
@@ -314,17 +361,12 @@ func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
 			}
 			continue
 		}
-		wait := 2*pullHeartbeat + pullGrace
-		if probe {
-			wait = bindProbe
-		}
-		m, end, err := c.await(ctx, reply, wait)
+		m, end, err := c.await(ctx, reply, 2*pullHeartbeat+pullGrace)
 		if err != nil {
 			c.unsubscribe()
 			return nil, err
 		}
 		if m != nil {
-			c.bound = true
 			d := &Delivery{m: pulled{m}, Attempt: 1, Ctx: ExtractTrace(context.Background(), m.Header)}
 			if md, err := m.Metadata(); err == nil {
 				d.Attempt = int(md.NumDelivered)
@@ -332,42 +374,42 @@ func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
 			return d, nil
 		}
 		switch end {
-		case pullExpired:
-			c.bound = true
+		case pullExpired, pullLost:
 			refused = 0
 			continue
-		case pullLost:
-			if !probe {
-				continue
-			}
-			// The probe was not answered: create (or find) the
-			// consumer rather than wait on it.
 		case pullNoConsumer:
+			// Deleted (a stream recreated, an operator): look it up and
+			// create it again.
 			c.bound = false
-		case pullRefused:
-		}
-		if !c.bound && (probe || end == pullNoConsumer) && end != pullRefused {
-			cc, err := c.create(ctx)
-			if err == nil {
-				c.c, c.bound = cc, true
-				refused = 0
-				continue
-			}
-			if ctx.Err() != nil {
-				c.unsubscribe()
-				return nil, ctx.Err()
-			}
+			continue
 		}
 		// The server refused the pull (409: too many waiting pulls on
-		// the consumer, a leader change) or the consumer could not be
-		// created: pulling again at once spins on both sides, so back
-		// off, with jitter.
+		// the consumer, a leader change): pulling again at once spins on
+		// both sides, so back off, with jitter.
 		refused++
 		if err := sleepCtx(ctx, refusedBackoff(refused)); err != nil {
 			c.unsubscribe()
 			return nil, err
 		}
 	}
+}
+
+// bind makes sure the consumer exists: looked up by name, created when it
+// is not there.
+func (c *Consumer) bind(ctx context.Context) error {
+	ok, err := c.exists(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		cc, err := c.create(ctx)
+		if err != nil {
+			return err
+		}
+		c.c = cc
+	}
+	c.bound = true
+	return nil
 }
 
 // How a pull ended without a message.

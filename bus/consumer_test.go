@@ -2,10 +2,12 @@ package bus_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/manifold-run/manifold/bus"
@@ -120,4 +122,100 @@ func TestPoolMaxWaiting(t *testing.T) {
 	_, most, err = again.Waiting(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 512, most)
+}
+
+// TestTaskConsumerBindsWithoutCreate: a worker binds a pool's task
+// consumer with one names request (which walks the stream's consumers,
+// not the consumer's waiting pulls) and pulls: the first worker finds no
+// consumer and creates it, every later worker pulls with neither a create
+// nor an info request (whose answer walks every waiting pull: N starts x
+// N pulls at 10,000 workers). Each worker gets a task; a consumer deleted
+// under waiting workers (409 consumer deleted) is created again by them
+// and they go on taking tasks.
+func TestTaskConsumerBindsWithoutCreate(t *testing.T) {
+	t.Parallel()
+	srv, b := bustest.Start(t, bus.Config{})
+	ctx := ctxT(t)
+	spy := spyAPI(t, srv)
+	t0 := time.Now()
+	apiRequests := func() (creates, other []string) {
+		for _, s := range spy.subjects(t) {
+			switch {
+			case strings.HasPrefix(s, "$JS.API.CONSUMER.MSG.NEXT."), s == "$JS.API.CONSUMER.NAMES.MANIFOLD_TASKS":
+			case strings.HasPrefix(s, "$JS.API.CONSUMER.CREATE."):
+				creates = append(creates, s)
+			default:
+				other = append(other, s)
+			}
+		}
+		return creates, other
+	}
+	take := func(c *bus.Consumer, got chan<- string) {
+		d, err := c.Next(ctx)
+		if err != nil {
+			got <- "error: " + err.Error()
+			return
+		}
+		if err := d.Ack(ctx); err != nil {
+			got <- "ack error: " + err.Error()
+			return
+		}
+		got <- d.Subject()
+	}
+	publish := func(run string, n int) {
+		for i := range n {
+			require.NoError(t, b.PublishTask(ctx, bus.Task{RunID: run, Task: i, Attempt: 1, Pool: "fleet"}))
+		}
+	}
+
+	// The first worker: its pull finds no consumer and creates it.
+	got := make(chan string, 64)
+	first, err := b.TaskConsumer(ctx, "fleet")
+	require.NoError(t, err)
+	go take(first, got)
+	publish("r0", 1)
+	require.Contains(t, <-got, "fleet")
+	require.Less(t, time.Since(t0), 3*time.Second, "the first worker binds at once")
+	creates, other := apiRequests()
+	require.Len(t, creates, 1, "the first worker creates the pool's consumer once")
+	require.Empty(t, other)
+
+	// 20 more workers bind and wait: pulls only.
+	const workers = 20
+	cs := make([]*bus.Consumer, workers)
+	for i := range cs {
+		cs[i], err = b.TaskConsumer(ctx, "fleet")
+		require.NoError(t, err)
+		go take(cs[i], got)
+	}
+	publish("r1", workers)
+	for range workers {
+		require.Contains(t, <-got, "fleet")
+	}
+	creates, other = apiRequests()
+	require.Empty(t, creates, "workers binding an existing pool consumer must not create it")
+	require.Empty(t, other, "workers binding an existing pool consumer must send no other API request")
+
+	// The consumer deleted under waiting workers: created again, tasks
+	// taken.
+	for i := range cs {
+		go take(cs[i], got)
+	}
+	js, err := jetstream.New(b.Conn())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		c, err := js.Consumer(ctx, "MANIFOLD_TASKS", "tasks-fleet")
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.NumWaiting == workers
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, js.DeleteConsumer(ctx, "MANIFOLD_TASKS", "tasks-fleet"))
+	t1 := time.Now()
+	publish("r2", workers)
+	for range workers {
+		require.Contains(t, <-got, "fleet")
+	}
+	require.Less(t, time.Since(t1), 10*time.Second, "workers whose consumer was deleted create it again at once")
 }
