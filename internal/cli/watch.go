@@ -24,6 +24,7 @@ import (
 	"github.com/manifold-run/manifold/internal/compile"
 	"github.com/manifold-run/manifold/resources"
 	"github.com/manifold-run/manifold/resources/template"
+	"github.com/manifold-run/manifold/schemas"
 )
 
 // watchOpts are apply's --watch flags.
@@ -246,7 +247,7 @@ func (w *watchRun) printPass(p converge.PassResult) {
 func (w *watchRun) converge(ctx context.Context, t converge.Trigger) (converge.RunResult, error) {
 	plan := w.tree.Plan
 	if len(t.Keys) > 0 {
-		sub, err := compile.Subset(plan, t.Keys)
+		sub, err := repairPlan(plan, t.Keys)
 		if err != nil {
 			return converge.RunResult{}, err
 		}
@@ -276,6 +277,64 @@ func (w *watchRun) converge(ctx context.Context, t converge.Trigger) (converge.R
 	w.print(rep, t)
 	sum := coordinator.ConvergeSummary(rep)
 	return converge.RunResult{Changed: sum.Changed, Failed: sum.Failed, Stable: sum.Stable, Critical: sum.Critical}, nil
+}
+
+// minSpreadRepair is the size from which a repair run of independent
+// files is spread over the worker's slots (see repairPlan): below it,
+// one segment does the work.
+const minSpreadRepair = 64
+
+// repairPlan is the plan of a repair run of keys (compile.Subset). When
+// it holds at least minSpreadRepair resources, all independent files (see
+// independentFile) with no edge between them, it runs in ordering: graph,
+// so its segments go side by side to every slot of the worker (a storm of
+// thousands of edits repaired on both cores, not one segment after
+// another on one): such files read and write only their own path, so the
+// order among them is not observable, and each keeps its check, atomic
+// write and re-check. Anything else keeps the manifest's ordering.
+func repairPlan(plan *compile.Plan, keys []string) (*compile.Plan, error) {
+	sub, err := compile.Subset(plan, keys)
+	if err != nil {
+		return nil, err
+	}
+	m := sub.Manifest
+	if m.Ordering == schemas.OrderingGraph || len(m.Resources) < minSpreadRepair {
+		return sub, nil
+	}
+	for i, r := range m.Resources {
+		if !independentFile(r) || len(sub.Requires[i]) > 0 || len(sub.Subscribes[i]) > 0 ||
+			len(sub.External[i]) > 0 || len(sub.ExternalSubscribes[i]) > 0 {
+			return sub, nil
+		}
+	}
+	graph := *plan
+	gm := *plan.Manifest
+	gm.Ordering = schemas.OrderingGraph
+	graph.Manifest = &gm
+	return compile.Subset(&graph, keys)
+}
+
+// independentFile reports whether r is a file resource whose run reads
+// and writes nothing but its own path: a regular file with content (not
+// a directory, a removal, a source or a followed link), no control, health
+// check, registration, retry or target.
+func independentFile(r schemas.Resource) bool {
+	if r.Type != "file" || (r.Ensure != "" && r.Ensure != "present") || r.Control != nil ||
+		len(r.HealthChecks) > 0 || len(r.RegisterWhenStable) > 0 || r.Retry > 0 || r.Target != "" {
+		return false
+	}
+	p := r.Properties
+	if _, ok := p["content"]; !ok {
+		return false
+	}
+	if _, ok := p["source"]; ok {
+		return false
+	}
+	if e, ok := p["ensure"]; ok && e != "present" {
+		return false
+	}
+	links, _ := p["links"].(string)
+	return links != "follow"
 }
 
 // print writes a convergence run's outcome: in json one report per line;
