@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -9,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"strconv"
+	"sync"
 )
 
 // Signed outcomes.
@@ -49,9 +49,11 @@ func ChildSecret(parent []byte, childRunID string) []byte {
 	if len(parent) == 0 {
 		return nil
 	}
-	m := hmac.New(sha256.New, parent)
-	m.Write([]byte("child\x00" + childRunID))
-	return m.Sum(nil)
+	st := macStates.Get().(*macState)
+	defer macStates.Put(st)
+	st.buf = append(append(st.buf[:0], "child\x00"...), childRunID...)
+	macSum(st, parent)
+	return append([]byte(nil), st.mac[:]...)
 }
 
 // TaskToken returns the capability of one task attempt of a run: the
@@ -59,9 +61,15 @@ func ChildSecret(parent []byte, childRunID string) []byte {
 // run's secret, hex-encoded. It depends on nothing else, so a coordinator
 // resuming the run derives the same tokens.
 func TaskToken(secret []byte, runID string, task, attempt int) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("task\x00" + runID + "\x00" + strconv.Itoa(task) + "\x00" + strconv.Itoa(attempt)))
-	return hex.EncodeToString(m.Sum(nil))
+	st := macStates.Get().(*macState)
+	defer macStates.Put(st)
+	b := append(st.buf[:0], "task\x00"...)
+	b = append(b, runID...)
+	b = append(b, 0)
+	b = strconv.AppendInt(b, int64(task), 10)
+	b = append(b, 0)
+	st.buf = strconv.AppendInt(b, int64(attempt), 10)
+	return macHex(st, secret)
 }
 
 // SignOutcome sets o.MAC: the outcome signed with the token of the task
@@ -72,12 +80,12 @@ func SignOutcome(o *Outcome, token string) {
 		o.MAC = ""
 		return
 	}
-	o.MAC = outcomeMAC(o, []byte(token), "outcome")
+	o.MAC = outcomeMAC(o, token, "outcome")
 }
 
 // VerifyOutcome reports whether o carries a valid MAC made with token.
 func VerifyOutcome(o Outcome, token string) bool {
-	return token != "" && o.MAC != "" && hmac.Equal([]byte(o.MAC), []byte(outcomeMAC(&o, []byte(token), "outcome")))
+	return token != "" && o.MAC != "" && equalMAC(o.MAC, outcomeMAC(&o, token, "outcome"))
 }
 
 // SignFact sets o.MAC: a fact a coordinator writes into a run's history,
@@ -93,7 +101,7 @@ func SignFact(o *Outcome, secret []byte) {
 // VerifyFact reports whether o carries a valid MAC made with the run's
 // secret.
 func VerifyFact(o Outcome, secret []byte) bool {
-	return len(secret) > 0 && o.MAC != "" && hmac.Equal([]byte(o.MAC), []byte(outcomeMAC(&o, secret, "fact")))
+	return len(secret) > 0 && o.MAC != "" && equalMAC(o.MAC, outcomeMAC(&o, secret, "fact"))
 }
 
 // outcomeMAC is the hex HMAC-SHA256 of the canonical encoding of o's
@@ -101,10 +109,11 @@ func VerifyFact(o Outcome, secret []byte) bool {
 // those a replay of a recorded outcome changes (Replayed, Delivery) and
 // the MAC itself. Each value is length-prefixed, so no two outcomes
 // encode alike.
-func outcomeMAC(o *Outcome, key []byte, domain string) string {
-	m := hmac.New(sha256.New, key)
-	w := macWriter{h: m}
-	w.str("manifold-" + domain + "-v1")
+func outcomeMAC[K string | []byte](o *Outcome, key K, domain string) string {
+	st := macStates.Get().(*macState)
+	defer macStates.Put(st)
+	w := macWriter{b: st.buf[:0]}
+	w.str2("manifold-", domain, "-v1")
 	w.str(o.RunID)
 	w.int(int64(o.Task))
 	w.int(int64(o.Attempt))
@@ -126,25 +135,100 @@ func outcomeMAC(o *Outcome, key []byte, domain string) string {
 		w.int(int64(hc.Tries))
 		w.bool(hc.Ignored)
 	}
-	return hex.EncodeToString(m.Sum(nil))
+	st.buf = w.b
+	return macHex(st, key)
 }
 
-type macWriter struct{ h hash.Hash }
-
-func (w macWriter) int(v int64) {
-	var b [binary.MaxVarintLen64]byte
-	w.h.Write(b[:binary.PutVarint(b[:], v)])
+// equalMAC compares two MACs in time independent of where they differ
+// (as hmac.Equal, without copying them to byte slices).
+func equalMAC(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	var v byte
+	for i := range len(a) {
+		v |= a[i] ^ b[i]
+	}
+	return v == 0
 }
 
-func (w macWriter) str(s string) {
+// macWriter appends the canonical encoding of a MAC's message.
+type macWriter struct{ b []byte }
+
+func (w *macWriter) int(v int64) { w.b = binary.AppendVarint(w.b, v) }
+
+func (w *macWriter) str(s string) {
 	w.int(int64(len(s)))
-	w.h.Write([]byte(s))
+	w.b = append(w.b, s...)
 }
 
-func (w macWriter) bool(v bool) {
+// str2 appends a+b+c as one string value.
+func (w *macWriter) str2(a, b, c string) {
+	w.int(int64(len(a) + len(b) + len(c)))
+	w.b = append(append(append(w.b, a...), b...), c...)
+}
+
+func (w *macWriter) bool(v bool) {
 	if v {
 		w.int(1)
 	} else {
 		w.int(0)
 	}
+}
+
+// maxMACMessage is the largest message buffer a pooled macState keeps
+// (an outcome with a long diff is encoded in a buffer of its own size
+// and that buffer is dropped, not pooled).
+const maxMACMessage = 64 << 10
+
+// macStates pools what an HMAC-SHA256 needs: crypto/hmac.New allocates
+// two digests and their pads per MAC, and every MAC here has another key
+// (a task attempt's token), so the state is reused and the key set per
+// call instead. A MAC then allocates its hex string only.
+var macStates = sync.Pool{New: func() any { return &macState{h: sha256.New()} }}
+
+type macState struct {
+	h     hash.Hash
+	buf   []byte // the message
+	pad   [sha256.BlockSize]byte
+	inner [sha256.Size]byte
+	mac   [sha256.Size]byte
+	out   [2 * sha256.Size]byte
+}
+
+// macSum sets st.mac to HMAC-SHA256(key, st.buf) (RFC 2104, as
+// crypto/hmac). The key is a string or bytes: a token is used as it is,
+// never copied.
+func macSum[K string | []byte](st *macState, key K) {
+	var k [sha256.BlockSize]byte
+	if len(key) > sha256.BlockSize {
+		st.inner = sha256.Sum256([]byte(key))
+		copy(k[:], st.inner[:])
+	} else {
+		copy(k[:], key)
+	}
+	for i := range st.pad {
+		st.pad[i] = k[i] ^ 0x36
+	}
+	st.h.Reset()
+	st.h.Write(st.pad[:])
+	st.h.Write(st.buf)
+	inner := st.h.Sum(st.inner[:0])
+	for i := range st.pad {
+		st.pad[i] = k[i] ^ 0x5c
+	}
+	st.h.Reset()
+	st.h.Write(st.pad[:])
+	st.h.Write(inner)
+	st.h.Sum(st.mac[:0])
+	if cap(st.buf) > maxMACMessage {
+		st.buf = nil
+	}
+}
+
+// macHex returns the hex HMAC-SHA256 of st.buf keyed with key.
+func macHex[K string | []byte](st *macState, key K) string {
+	macSum(st, key)
+	hex.Encode(st.out[:], st.mac[:])
+	return string(st.out[:])
 }
