@@ -132,6 +132,9 @@ func (p *Pass) run(ctx context.Context, want []bool) PassResult {
 	out := make([]uint8, len(p.checks))
 	why := make(map[int]string)
 	dirs := safefs.NewDirs()
+	// A pass changes nothing: each directory's "readable by others"
+	// verdict (the diffs of drifted files) is judged once per pass.
+	ctx = safefs.WithReach(ctx, safefs.NewReach())
 	cctx := safefs.WithDirs(ctx, dirs)
 	stable := 0
 	for j, i := range p.order {
