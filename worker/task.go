@@ -240,13 +240,24 @@ func (w *Worker) recorded(ctx context.Context, d *bus.Delivery, task bus.Task) (
 	return o, true
 }
 
+// consumerSpan is the option every resource's span starts with.
+var consumerSpan = trace.WithSpanKind(trace.SpanKindConsumer)
+
 // startSpan starts the span of one resource's execution, "execute <ref>",
-// under traceCtx.
+// under traceCtx. Its attributes are set only when the span records: with
+// no exporter (telemetry's ID-only provider) nothing would keep them, and
+// building them was a dozen allocations per resource. No sampler manifold
+// offers reads attributes at start, so setting them after is the same.
 func (w *Worker) startSpan(traceCtx context.Context, task bus.Task, delivery int) trace.Span {
-	_, span := w.tracer.Start(traceCtx, "execute "+task.Resource.Ref(), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+	ref := task.Resource.Ref()
+	_, span := w.tracer.Start(traceCtx, "execute "+ref, consumerSpan)
+	if !span.IsRecording() {
+		return span
+	}
+	span.SetAttributes(
 		attribute.String("manifold.run_id", task.RunID),
 		attribute.String("manifold.root_run_id", task.RootRunID),
-		attribute.String("manifold.resource.ref", task.Resource.Ref()),
+		attribute.String("manifold.resource.ref", ref),
 		attribute.String("manifold.resource.type", task.Resource.Type),
 		attribute.String("manifold.resource.name", task.Resource.Name),
 		attribute.String("manifold.manifest", task.Manifest),
@@ -255,7 +266,7 @@ func (w *Worker) startSpan(traceCtx context.Context, task bus.Task, delivery int
 		attribute.Bool("manifold.noop", task.Noop),
 		attribute.String("manifold.worker", w.cfg.Name),
 		attribute.String("manifold.pool", task.Pool),
-	))
+	)
 	return span
 }
 
@@ -275,8 +286,10 @@ func (w *Worker) settle(ctx context.Context, d *bus.Delivery, task bus.Task, spa
 		_ = d.Nak(0)
 		return o, true
 	}
-	span.SetAttributes(attribute.String("manifold.status", string(o.Status)), attribute.Bool("manifold.changed", o.Changed),
-		attribute.Bool("manifold.refreshed", o.Refreshed))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("manifold.status", string(o.Status)), attribute.Bool("manifold.changed", o.Changed),
+			attribute.Bool("manifold.refreshed", o.Refreshed))
+	}
 	if o.Error != "" {
 		span.SetStatus(codes.Error, o.Error)
 	}
