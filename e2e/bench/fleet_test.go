@@ -5,7 +5,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,5 +163,69 @@ func TestFleet(t *testing.T) {
 	}
 	if len(entries) != hosts {
 		t.Errorf("%d host roots, want %d", len(entries), hosts)
+	}
+}
+
+// TestRaiseFileLimit: asked for more open files than the hard limit
+// allows an unprivileged process, the harness takes the hard limit as its
+// soft one and says, naming both figures, that it is short; asked for
+// what the hard limit allows, it raises the soft limit to that and says
+// nothing. (Not parallel: the limit is the process's.)
+func TestRaiseFileLimit(t *testing.T) {
+	var orig syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &orig); err != nil {
+		t.Fatal(err)
+	}
+	if orig.Max < 512 || orig.Max >= 1<<40 {
+		t.Skipf("hard open files limit %d", orig.Max)
+	}
+	t.Cleanup(func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &orig) })
+	lower := func() {
+		l := orig
+		l.Cur = 256
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	soft := func() uint64 {
+		var l syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+			t.Fatal(err)
+		}
+		return l.Cur
+	}
+
+	lower()
+	got, err := raiseFileLimit(int(orig.Max))
+	if err != nil || got != orig.Max || soft() != orig.Max {
+		t.Fatalf("at the hard limit %d: got %d (soft %d), %v", orig.Max, got, soft(), err)
+	}
+
+	lower()
+	want := int(orig.Max) + 4096
+	got, err = raiseFileLimit(want)
+	var now syscall.Rlimit
+	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &now)
+	if now.Max >= uint64(want) {
+		t.Skipf("privileged: the hard limit was raised to %d", now.Max)
+	}
+	if err == nil {
+		t.Fatalf("past the hard limit %d: no error", orig.Max)
+	}
+	msg := err.Error()
+	if got != orig.Max || soft() != orig.Max || !strings.Contains(msg, "hard limit is "+strconv.FormatUint(orig.Max, 10)) ||
+		!strings.Contains(msg, strconv.Itoa(want)+" asked") {
+		t.Fatalf("past the hard limit: got %d (soft %d), error %q", got, soft(), msg)
+	}
+}
+
+// TestHostsStartTimeout: the start of the hosts is bounded by a minute
+// and 60 ms a host: 2 minutes for 1,000 hosts, 11 for 10,000.
+func TestHostsStartTimeout(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int]time.Duration{1000: 2 * time.Minute, 10000: 11 * time.Minute} {
+		if got := hostsStartTimeout(n); got != want {
+			t.Errorf("hostsStartTimeout(%d) = %s, want %s", n, got, want)
+		}
 	}
 }
