@@ -15,6 +15,7 @@ import (
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
+	"github.com/manifold-run/manifold/internal/compile"
 	"github.com/manifold-run/manifold/internal/telemetry"
 	"github.com/manifold-run/manifold/schemas"
 )
@@ -165,7 +166,12 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 			return ExitInvalid
 		}
 	}
-	tree, ok := compileTree(st, "apply", path, data, facts)
+	// Parsed once: the embedded coordinator runs the plan compiled here
+	// (eng.plans), a server's parses in its own process, so storing the
+	// parse in the cache only kept a second copy of every resource for
+	// the whole run (6 MB at 20,000 files). Child manifests are parsed
+	// again by the coordinator that starts their runs.
+	tree, ok := compileTreeOpts(st, "apply", path, compile.Opts{Run: data, Facts: facts, ParseOnce: true})
 	if !ok {
 		return ExitInvalid
 	}
@@ -216,10 +222,19 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	}
 	// The coordinator runs the plan compiled above: same bundle, data
 	// and facts, compiled once.
+	// The CLI keeps nothing of the compile while the run goes: the
+	// coordinator holds the plan, the store the bundle (releaseTree).
 	eng.plans.put(req.RunID, tree.Plan)
-	return submitAndFollow(ctx, st, eng.bus, req, followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL, pre: tree.Plan.PreMessage, cancelOnEnd: true,
-		view: o.view})
+	fo := followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL, pre: tree.Plan.PreMessage, cancelOnEnd: true,
+		view: o.view}
+	releaseTree(&tree)
+	return submitAndFollow(ctx, st, eng.bus, req, fo)
 }
+
+// releaseTree drops the command's reference to a compiled tree once it is
+// handed over: the manifest's text and files in its bundle (uploaded) and
+// the plan (the coordinator's now) can be collected during the run.
+func releaseTree(t **compile.Tree) { *t = nil }
 
 // submitAndFollow submits a run on the fire-and-forget subject and follows
 // it (see followRun).
