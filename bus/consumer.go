@@ -299,6 +299,8 @@ func (c *Consumer) Waiting(ctx context.Context) (waiting, max int, err error) {
 // second, each walking N pulls (30 s pulls without heartbeats: N x 2/30;
 // now N x 2/300 + 1/60, 2.9 times fewer).
 const (
+	// namesWait bounds the consumer names lookup of a lazy bind.
+	namesWait     = 2 * time.Second
 	pullExpiry    = 5 * time.Minute
 	pullHeartbeat = time.Minute
 	pullGrace     = 5 * time.Second
@@ -397,11 +399,16 @@ func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
 // bind makes sure the consumer exists: looked up by name, created when it
 // is not there.
 func (c *Consumer) bind(ctx context.Context) error {
-	ok, err := c.exists(ctx)
-	if err != nil {
+	// Credentials of earlier deployments do not allow the names
+	// request (it is then not answered): after namesWait, create as
+	// before.
+	lookup, cancel := context.WithTimeout(ctx, namesWait)
+	ok, err := c.exists(lookup)
+	cancel()
+	if err != nil && ctx.Err() != nil {
 		return err
 	}
-	if !ok {
+	if err != nil || !ok {
 		cc, err := c.create(ctx)
 		if err != nil {
 			return err
