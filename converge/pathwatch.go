@@ -139,25 +139,58 @@ func (p *PathWatcher) register(key string, targets []resources.WatchTarget) erro
 // watchEntry watches the directory holding path (or its nearest existing
 // ancestor, filtering on the next missing component). The caller holds mu.
 func (p *PathWatcher) watchEntry(key, path string) error {
-	dir, name := filepath.Dir(path), filepath.Base(path)
+	for tries := 0; ; tries++ {
+		dir, name := nearestDir(path)
+		if p.names[dir] == nil {
+			if err := p.add(dir); err != nil {
+				return err
+			}
+			p.names[dir] = map[string]map[string]bool{}
+		}
+		// A missing directory on the way made between the stat and the
+		// watch: its create event was never seen, so nothing would
+		// follow it. Look again and go deeper (at most maxFollow times:
+		// a tree made and removed faster than that is left to the
+		// interval check).
+		if next := filepath.Join(dir, name); next != path && tries < maxFollow {
+			if fi, err := os.Stat(next); err == nil && fi.IsDir() {
+				if _, tree := p.inTree[dir]; len(p.names[dir]) == 0 && !tree {
+					delete(p.names, dir)
+					_ = p.w.Remove(dir)
+				}
+				continue
+			}
+		}
+		p.record(key, dir, name)
+		return nil
+	}
+}
+
+// maxFollow bounds how many directories made during one watchEntry it
+// follows.
+const maxFollow = 8
+
+// nearestDir returns path's nearest existing directory among its
+// ancestors and the name under it that leads to path.
+func nearestDir(path string) (dir, name string) {
+	dir, name = filepath.Dir(path), filepath.Base(path)
 	for dir != "/" && dir != "." {
 		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
 			break
 		}
 		dir, name = filepath.Dir(dir), filepath.Base(dir)
 	}
-	if p.names[dir] == nil {
-		if err := p.add(dir); err != nil {
-			return err
-		}
-		p.names[dir] = map[string]map[string]bool{}
-	}
+	return dir, name
+}
+
+// record notes that key waits on name in the watched dir. The caller
+// holds mu.
+func (p *PathWatcher) record(key, dir, name string) {
 	if p.names[dir][name] == nil {
 		p.names[dir][name] = map[string]bool{}
 	}
 	p.names[dir][name][key] = true
 	p.entries[key] = append(p.entries[key], entry{dir, name})
-	return nil
 }
 
 // entry is a name in a watched directory.
