@@ -278,37 +278,6 @@ func (s *assigner) build(ctx context.Context, p *plan) []checkItem {
 	return p.items
 }
 
-// check checks every resource of p locally, check only (CheckApply with
-// apply false: nothing changes, no bus round trip), and returns the
-// references that drifted: a check that reports a change or fails, a
-// resource that could not be built, or a refresh owed. Health checks are
-// not run (the health interval runs them).
-func (s *assigner) check(ctx context.Context, p *plan) (drifted, stable []string) {
-	for _, it := range s.build(ctx, p) {
-		if ctx.Err() != nil {
-			return drifted, stable
-		}
-		switch {
-		case it.skip:
-			continue
-		case it.err != nil:
-			drifted = append(drifted, it.ref)
-			continue
-		}
-		if _, owed := s.w.debts.owes(it.task); owed {
-			drifted = append(drifted, it.ref)
-			continue
-		}
-		r, err := it.res.CheckApply(ctx, it.env, false)
-		if err != nil || r.Changed {
-			drifted = append(drifted, it.ref)
-		} else {
-			stable = append(stable, it.ref)
-		}
-	}
-	return drifted, stable
-}
-
 // writeFileAtomic writes data to path through a synced temporary file and
 // a rename (mode 0600).
 func writeFileAtomic(path string, data []byte) error {
