@@ -114,12 +114,10 @@ func tuneGC(args []string) {
 		debug.SetMemoryLimit(oneShotMemoryLimit)
 	}
 	afterEachGC(func() bool {
-		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-		metrics.Read(s)
-		if s[0].Value.Kind() != metrics.KindUint64 {
+		live, ok := liveHeap()
+		if !ok {
 			return false
 		}
-		live := s[0].Value.Uint64()
 		if gogc && live > oneShotLiveHeap {
 			debug.SetGCPercent(100)
 			gogc = false
@@ -130,6 +128,17 @@ func tuneGC(args []string) {
 		}
 		return gogc || limit
 	})
+}
+
+// liveHeap is the live heap of the last completed collection; false when
+// the runtime does not publish it.
+func liveHeap() (uint64, bool) {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0, false
+	}
+	return s[0].Value.Uint64(), true
 }
 
 // Garbage collection of the one-shot commands (tuneGC).
@@ -151,12 +160,10 @@ const (
 func profilePeakHeap(path string, report func(error)) {
 	var peak uint64
 	afterEachGC(func() bool {
-		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-		metrics.Read(s)
-		if s[0].Value.Kind() != metrics.KindUint64 {
+		live, ok := liveHeap()
+		if !ok {
 			return false
 		}
-		live := s[0].Value.Uint64()
 		if live <= peak+peak/20 {
 			return true
 		}
