@@ -245,6 +245,10 @@ func (p *PinnedTasks) hand(msg *jetstream.RawStreamMsg, again bool) *Delivery {
 	return &Delivery{m: m, Attempt: n, Ctx: ExtractTrace(context.Background(), msg.Header)}
 }
 
+// subscribe subscribes to the wakes and waits until the server has the
+// subscription: a task published between the first read and a
+// subscription the server did not know yet would wake nobody, and wait
+// for the idle poll.
 func (p *PinnedTasks) subscribe() error {
 	p.wake = make(chan *nats.Msg, 16)
 	sub, err := p.b.nc.ChanSubscribe(p.subject, p.wake)
@@ -253,8 +257,14 @@ func (p *PinnedTasks) subscribe() error {
 	}
 	p.sub = sub
 	p.status = p.b.nc.StatusChanged(nats.CONNECTED)
+	// A flush that fails (disconnected, a slow server) is not an error:
+	// the reconnect's status and the idle poll then cover the gap.
+	_ = p.b.nc.FlushTimeout(pinnedFlushTimeout)
 	return nil
 }
+
+// pinnedFlushTimeout bounds subscribe's wait for the server.
+const pinnedFlushTimeout = 5 * time.Second
 
 func (p *PinnedTasks) unsubscribe() {
 	if p.sub == nil {
