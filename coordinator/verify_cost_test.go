@@ -30,6 +30,9 @@ func TestVerifyWorkerOutcomeFirst(t *testing.T) {
 	forged.Status = bus.TaskChanged
 	require.ErrorIs(t, verifyFact(rec, forged), errForged)
 
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under -race: allocation counts are compared without it")
+	}
 	cost := func(o bus.Outcome) float64 {
 		return testing.AllocsPerRun(50, func() { _ = verifyFact(rec, o) })
 	}
@@ -55,17 +58,19 @@ func TestRunVerifiesWithKeptTokens(t *testing.T) {
 		bus.SignOutcome(&o, bus.TaskToken(secret, "r1", i, 1))
 		return o
 	}
-	kept := testing.AllocsPerRun(1, func() {
-		r.keepTokens(task)
-		_ = r.verify(outcome(4))
-	}) - testing.AllocsPerRun(1, func() {
-		r.keepTokens(task)
-		_ = outcome(4)
-	})
-	derived := testing.AllocsPerRun(20, func() { _ = verifyFact(rec, outcome(4)) }) -
-		testing.AllocsPerRun(20, func() { _ = outcome(4) })
-	t.Logf("allocations of a check: kept token %.0f, derived %.0f", kept, derived)
-	require.Less(t, kept, derived)
+	if !raceEnabled {
+		kept := testing.AllocsPerRun(50, func() {
+			r.keepTokens(task)
+			_ = r.verify(outcome(4))
+		}) - testing.AllocsPerRun(50, func() {
+			r.keepTokens(task)
+			_ = outcome(4)
+		})
+		derived := testing.AllocsPerRun(50, func() { _ = verifyFact(rec, outcome(4)) }) -
+			testing.AllocsPerRun(50, func() { _ = outcome(4) })
+		t.Logf("allocations of a check: kept token %.0f, derived %.0f", kept, derived)
+		require.Less(t, kept, derived)
+	} // else: sync.Pool drops items at random under -race; the behaviour below is still checked
 
 	r.keepTokens(task)
 	require.NoError(t, r.verify(outcome(3)))
