@@ -8,9 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/internal/bundle"
@@ -256,13 +256,35 @@ func childRunID(parent string, task, attempt int) string {
 	return id
 }
 
+// Delivery of a child run's outcome to its parent. Each publication waits
+// for the stream's acknowledgement; one that fails (a slow or leaderless
+// server: "context deadline exceeded") is tried again, backing off from
+// childOutcomeRetry to childOutcomeMaxRetry, for childOutcomeFor. Past that
+// (or when the coordinator stops) the child run keeps its active mark and
+// the recovery scan of any coordinator delivers it again (tryResume): a
+// parent never waits for an outcome that was dropped. Copies are harmless:
+// the message ID lets the stream drop them, and the parent ignores an
+// outcome of a task no longer in flight.
+var (
+	childOutcomeRetry    = 250 * time.Millisecond
+	childOutcomeMaxRetry = 5 * time.Second
+	childOutcomeFor      = time.Minute
+	// publishChildOutcome is the publication (a seam for tests that make
+	// the server fail it).
+	publishChildOutcome = func(ctx context.Context, b *bus.Bus, o bus.Outcome, msgID string) error {
+		return b.PublishFact(ctx, o, msgID)
+	}
+)
+
 // reportToParent answers the parent's apply task with this child run's
 // outcome, through the parent's outcome stream like any worker outcome:
 // any failure fails the apply, any change marks it changed, else stable.
-func (r *run) reportToParent(ctx context.Context, rejected error) {
+// It returns false when the outcome is owed still (see childOutcomeFor):
+// the caller then leaves the run's active mark for recovery.
+func (r *run) reportToParent(ctx context.Context, rejected error) bool {
 	rec := r.rec
 	if rec.ParentRunID == "" {
-		return
+		return true
 	}
 	o := bus.Outcome{RunID: rec.ParentRunID, Task: rec.ParentTask, Attempt: rec.ParentAttempt,
 		Ref: "apply#" + rec.Manifest, Worker: "coordinator " + r.c.cfg.Name}
@@ -293,18 +315,46 @@ func (r *run) reportToParent(ctx context.Context, rejected error) {
 		o.Message = fmt.Sprintf("all %d child resources in the desired state", c.Total)
 		r.log.Info("apply: all child resources succeeded", "total", c.Total)
 	}
-	secret, ok, err := r.parentSecret(ctx) // fold.go
-	if err != nil {
-		r.log.Log(ctx, slog.LevelError, "child outcome not delivered: parent run header not readable", "error", err)
-		return
+	// A stopping coordinator still tries once; it does not try again.
+	pctx := context.WithoutCancel(ctx)
+	msgID := bus.TaskMsgID(rec.ParentRunID, rec.ParentTask, rec.ParentAttempt) + "/outcome"
+	until, wait := time.Now().Add(childOutcomeFor), childOutcomeRetry
+	for attempt := 1; ; attempt++ {
+		secret, ok, err := r.parentSecret(pctx) // fold.go
+		if err == nil && !ok {
+			return true // the parent has ended: nothing is owed
+		}
+		if err == nil {
+			bus.SignFact(&o, secret)
+			if err = publishChildOutcome(pctx, r.c.bus, o, msgID); err == nil {
+				if attempt > 1 {
+					r.log.Info("child outcome delivered to the parent run", "attempts", attempt)
+				}
+				return true
+			}
+		}
+		if ctx.Err() != nil || time.Now().Add(wait).After(until) {
+			r.log.Error("child outcome not delivered to the parent run; the run stays marked active and the recovery scan delivers it again",
+				"attempts", attempt, "error", err)
+			return false
+		}
+		r.log.Warn("child outcome not delivered to the parent run; trying again", "attempt", attempt, "retry_in", wait, "error", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, childOutcomeMaxRetry)
 	}
-	if !ok {
-		return
+}
+
+// rejection is the error a rejected run ended with (finishRejected: it
+// failed before any resource was counted), for delivering its outcome
+// again; nil for a run that ran.
+func (rec *record) rejection() error {
+	if rec.Status == RunFailed && rec.Counts.Total == 0 && rec.Error != "" {
+		return errors.New(rec.Error)
 	}
-	bus.SignFact(&o, secret)
-	if err := r.c.bus.PublishOutcome(context.WithoutCancel(ctx), o); err != nil {
-		r.log.Log(ctx, slog.LevelError, "child outcome not delivered to the parent run", "error", err)
-	}
+	return nil
 }
 
 // denyApplies returns ErrApplyDenied naming the apply resources of a

@@ -109,6 +109,9 @@ func (c *Coordinator) tryResume(ctx context.Context, runID string) error {
 		return err
 	}
 	if rec.Status.Final() {
+		if rec.ParentRunID != "" {
+			return c.redeliver(ctx, rec)
+		}
 		return c.bus.Runs().Delete(ctx, activeKey(runID))
 	}
 	if time.Now().Before(rec.LeaseUntil) {
@@ -152,6 +155,27 @@ func (c *Coordinator) tryResume(ctx context.Context, runID string) error {
 			defer c.trees.release(rootOf(rec))
 		}
 		r.drive(ctx, traceCtx, true)
+	})
+	return nil
+}
+
+// redeliver sends the outcome of an ended child run to its parent again,
+// then removes the run's active mark: the child's coordinator could not
+// deliver it (reportToParent) or died between ending the child and
+// removing the mark. Copies are harmless (the parent ignores an outcome of
+// a task no longer in flight).
+func (c *Coordinator) redeliver(ctx context.Context, rec *record) error {
+	if !c.driving.claim(rec.RunID) {
+		return nil
+	}
+	r := &run{c: c, rec: rec, log: c.log.With("run_id", rec.RunID, "manifest", rec.Manifest,
+		"root_run_id", rec.RootRunID, "parent_run_id", rec.ParentRunID)}
+	c.wg.Go(func() {
+		defer c.driving.release(rec.RunID)
+		r.log.Info("delivering an ended child run's outcome to its parent again")
+		if r.reportToParent(ctx, rec.rejection()) {
+			r.deactivate(ctx)
+		}
 	})
 	return nil
 }

@@ -844,9 +844,11 @@ func (r *run) finish(ctx context.Context) {
 	// Ending again on return is a no-op.
 	r.span.End()
 	r.stashForParent(rep)
-	r.reportToParent(ctx, nil)
+	delivered := r.reportToParent(ctx, nil)
 	r.forgetTree(ctx)
-	r.deactivate(ctx)
+	if delivered {
+		r.deactivate(ctx)
+	}
 	r.purgeFolded(ctx, folded)
 	if rec.ParentRunID == "" {
 		r.c.pruneReports(ctx) // retention.go
@@ -870,9 +872,11 @@ func (r *run) finishRejected(ctx context.Context, err error) {
 	r.c.event(ctx, rec, bus.Event{Kind: bus.EventRunRejected, Error: msg})
 	r.c.event(ctx, rec, bus.Event{Kind: bus.EventRunFinished, Status: string(RunFailed), Error: msg})
 	r.span.End()
-	r.reportToParent(ctx, err)
+	delivered := r.reportToParent(ctx, err)
 	r.forgetTree(ctx)
-	r.deactivate(ctx)
+	if delivered {
+		r.deactivate(ctx)
+	}
 }
 
 // forgetTree removes the child-run count of a root run's tree.
