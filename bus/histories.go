@@ -178,6 +178,9 @@ type History struct {
 	read    uint64
 	stopped bool
 	wake    chan struct{}
+	// ahead are the entries of a batch message (FactBatch) not handed
+	// out yet; only Next's caller touches it.
+	ahead []HistoryEntry
 }
 
 // Last is the sequence of the newest fact stored when the history was
@@ -204,13 +207,30 @@ func (h *History) poke() {
 // was called, the shared reading stopped, or the history was removed while
 // its past was read (ErrHistoryGone).
 func (h *History) Next() (HistoryEntry, error) {
+	if len(h.ahead) > 0 {
+		e := h.ahead[0]
+		h.ahead[0] = HistoryEntry{}
+		h.ahead = h.ahead[1:]
+		return e, nil
+	}
+	msg, seq, err := h.nextMsg()
+	if err != nil {
+		return HistoryEntry{}, err
+	}
+	es := entriesOf(msg, seq)
+	h.ahead = es[1:]
+	return es[0], nil
+}
+
+// nextMsg blocks until the next message of the history is there.
+func (h *History) nextMsg() (jetstream.Msg, uint64, error) {
 	h.mu.Lock()
 	rp := h.replay
 	h.mu.Unlock()
 	if rp != nil {
 		msg, seq, err := rp.next()
 		if err != nil {
-			return HistoryEntry{}, err
+			return nil, 0, err
 		}
 		h.mu.Lock()
 		h.read = seq
@@ -223,7 +243,7 @@ func (h *History) Next() (HistoryEntry, error) {
 			rp.Stop()
 			h.release()
 		}
-		return entryOf(msg, seq), nil
+		return msg, seq, nil
 	}
 	for {
 		h.mu.Lock()
@@ -236,19 +256,19 @@ func (h *History) Next() (HistoryEntry, error) {
 			}
 			h.read = q.seq
 			h.mu.Unlock()
-			return entryOf(q.msg, q.seq), nil
+			return q.msg, q.seq, nil
 		}
 		h.queue = nil
 		stopped := h.stopped
 		h.mu.Unlock()
 		if stopped {
-			return HistoryEntry{}, fmt.Errorf("bus: history: %w", jetstream.ErrMsgIteratorClosed)
+			return nil, 0, fmt.Errorf("bus: history: %w", jetstream.ErrMsgIteratorClosed)
 		}
 		h.hs.mu.Lock()
 		err := h.hs.err
 		h.hs.mu.Unlock()
 		if err != nil {
-			return HistoryEntry{}, err
+			return nil, 0, err
 		}
 		<-h.wake
 	}
@@ -309,7 +329,9 @@ func (b *Bus) ReadHistory(ctx context.Context, runID string, fn func(HistoryEntr
 			}
 			return wrapHistory(runID, err)
 		}
-		fn(entryOf(msg, seq))
+		for _, e := range entriesOf(msg, seq) {
+			fn(e)
+		}
 		if seq >= last {
 			return nil
 		}

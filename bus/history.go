@@ -31,12 +31,24 @@ const (
 	FactDeadline FactKind = "deadline"
 	// FactCancel says the run was cancelled.
 	FactCancel FactKind = "cancel"
+	// FactBatch is a message carrying several task outcomes of one run
+	// (Outcome.Outcomes), published by a worker for a segment task that
+	// asked for it (Task.BatchOutcomes). History readers hand out its
+	// outcomes as entries of their own; it is never a fact itself.
+	FactBatch FactKind = "batch"
 )
 
-// HistoryEntry is one message of a run's history.
+// HistoryEntry is one fact of a run's history: a message, or one
+// outcome of a batch (FactBatch).
 type HistoryEntry struct {
-	// Seq is the message's stream sequence.
+	// Seq is the message's stream sequence; the outcomes of one batch
+	// share it.
 	Seq uint64
+	// Rest is the number of entries of the same message still to come
+	// after this one: 0 for a message of one fact and for a batch's last
+	// outcome. A reader that catches up at a sequence has caught up once
+	// it read the entry of that sequence with Rest 0.
+	Rest int
 	// Outcome is the decoded fact.
 	Outcome Outcome
 	// Err is set when the message could not be decoded.

@@ -180,6 +180,12 @@ type Task struct {
 	// Assume is set on noop tasks: what other resources of the run would
 	// have created before this one (see Assume).
 	Assume *Assume `json:"assume,omitempty"`
+	// BatchOutcomes is set by coordinators that read outcome batches
+	// (FactBatch) on a segment task: the worker may answer the segment's
+	// resources in batches (OutcomeBatch) rather than one message each. A
+	// worker that does not know it publishes one outcome per resource,
+	// which every coordinator reads.
+	BatchOutcomes bool `json:"batch_outcomes,omitempty"`
 }
 
 // SegmentItem is one more resource of a segment task.
@@ -268,6 +274,11 @@ type Outcome struct {
 	// by a coordinator (SignFact). A coordinator applies no fact without
 	// a valid one. A replayed outcome keeps the MAC of its record.
 	MAC string `json:"mac,omitempty"`
+
+	// Outcomes are, in a message of Kind FactBatch, the task outcomes it
+	// carries, in the order they finished, each with its own MAC (see
+	// OutcomeBatch). Empty in any other fact.
+	Outcomes []Outcome `json:"outcomes,omitempty"`
 }
 
 // EventKind names a progress event; it is the last subject token.

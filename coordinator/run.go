@@ -249,7 +249,8 @@ func (r *run) fact(ctx, spanCtx context.Context, e bus.HistoryEntry, last uint64
 	} else {
 		r.exec(ctx, spanCtx, r.m.apply(e.Outcome))
 	}
-	if r.replaying && e.Seq >= last {
+	if r.replaying && e.Seq >= last && e.Rest == 0 {
+		// (the last outcome of a batch: the others are of the past too)
 		r.caughtUp(ctx, spanCtx)
 	}
 }
@@ -339,6 +340,7 @@ func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) 
 	task.Deadline = deadline.UTC()
 	task.Resumed = resumed
 	task.ContinueAfterFailure = n > 1 && !r.plan.Manifest.FailOnError
+	task.BatchOutcomes = n > 1 // this coordinator reads outcome batches (bus.FactBatch)
 	signTask(r.rec, &task)
 	r.keepTokens(task)
 	r.pending = append(r.pending, pendingTask{task: task, ctx: spanCtx, p: r.c.bus.PublishTaskAsync(spanCtx, task)})

@@ -104,6 +104,10 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		}
 	}
 	var pending []*bus.Pending
+	var batch *bus.OutcomeBatch // the segment's outcomes, when its coordinator reads batches
+	if task.BatchOutcomes && len(items) > 1 {
+		batch = w.bus.NewOutcomeBatch(final, task.RunID, bus.OutcomeBatchOpts{})
+	}
 	var ahead []batchResult // outcomes of items[k:] executed ahead in a batch
 	ended := map[int]bool{} // tasks of the segment that failed or were skipped
 	for k, item := range items {
@@ -138,18 +142,24 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 			o, released = w.handleOne(ctx, traceCtx, d, item, ilog)
 		}
 		if released {
+			if batch != nil {
+				batch.Close() // what finished is told, unwaited, as single outcomes would be
+			}
 			return // the worker is stopping: the whole task goes to another worker
 		}
 		if err := w.debts.settle(final, item, o); err != nil {
 			ilog.Error("refresh debt not recorded", "error", err)
 		}
-		pending = append(pending, w.record(final, item, o, ilog)...)
+		pending = append(pending, w.record(final, item, o, ilog, batch)...)
 		if o.Status == bus.TaskFailed || o.Status == bus.TaskSkipped {
 			ended[item.Task] = true
 			if !task.ContinueAfterFailure || o.Status == bus.TaskFailed && item.Attempt <= item.Resource.Retry {
 				break // the coordinator takes the rest back and decides on them again
 			}
 		}
+	}
+	if batch != nil {
+		pending = append(pending, batch.Close()...)
 	}
 	// Publications are retried while the cluster recovers (the task is
 	// kept in progress meanwhile), up to publishPatience: a task nak'd
@@ -299,13 +309,14 @@ func (w *Worker) settle(ctx context.Context, d *bus.Delivery, task bus.Task, spa
 }
 
 // record stores a resource's outcome in the results bucket, then
-// publishes it, without waiting: the returned publications are waited for
-// before the task is acked. Only outcomes whose execution must not be
+// publishes it (into batch when not nil: see bus.OutcomeBatch), without
+// waiting: the returned publications are waited for before the task is
+// acked. Only outcomes whose execution must not be
 // repeated are recorded: a resource that changed something or failed.
 // A stable or skipped one, or any in noop mode, changed nothing: a
 // redelivery checks it again, which is as cheap as a lookup and saves a
 // stored message per converged resource.
-func (w *Worker) record(ctx context.Context, task bus.Task, o bus.Outcome, log *slog.Logger) []*bus.Pending {
+func (w *Worker) record(ctx context.Context, task bus.Task, o bus.Outcome, log *slog.Logger, batch *bus.OutcomeBatch) []*bus.Pending {
 	var ps []*bus.Pending
 	if !o.Replayed {
 		// A replayed outcome keeps the MAC of its record.
@@ -316,7 +327,11 @@ func (w *Worker) record(ctx context.Context, task bus.Task, o bus.Outcome, log *
 			ps = append(ps, w.bus.PutResultAsync(ctx, resultKey(task), data))
 		}
 	}
-	ps = append(ps, w.bus.PublishOutcomeAsync(ctx, o))
+	if batch != nil {
+		batch.Add(o)
+	} else {
+		ps = append(ps, w.bus.PublishOutcomeAsync(ctx, o))
+	}
 	lvl := slog.LevelInfo
 	if o.Status == bus.TaskFailed {
 		lvl = slog.LevelWarn
