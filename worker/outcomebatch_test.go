@@ -2,14 +2,20 @@ package worker_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/internal/bustest"
+	"github.com/manifold-run/manifold/resources/builtin"
 	"github.com/manifold-run/manifold/schemas"
 	"github.com/manifold-run/manifold/worker"
 )
@@ -148,4 +154,67 @@ func TestBatchedOutcomesDoNotWaitForALongResource(t *testing.T) {
 	require.Equal(t, 3, last[0].Task)
 	require.Equal(t, bus.TaskChanged, last[0].Status, "%+v", last[0])
 	require.True(t, bus.VerifyOutcome(last[0], bus.TaskToken(secret, tb.runID, 3, 1)))
+}
+
+// BenchmarkConvergedSegmentBatched is BenchmarkConvergedSegment with the
+// task asking for outcome batches, as a coordinator of this version asks:
+// the segment of 256 converged files is answered by one message (or a
+// few, when a batch waited BatchFlushAfter) rather than 256.
+//
+//	go test ./worker -run '^$' -bench 'ConvergedSegment' -benchtime 20x
+func BenchmarkConvergedSegmentBatched(b *testing.B) {
+	if os.Getuid() != 0 {
+		b.Skip("owner root on the files needs root")
+	}
+	const n = 256
+	_, bs := bustest.Start(b, bus.Config{})
+	runID := "run-bench"
+	got := make(chan *nats.Msg, 4096)
+	sub, err := bs.Conn().ChanSubscribe(bus.OutcomeSubject(runID), got)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = sub.Unsubscribe() })
+	w, err := worker.New(worker.Config{Bus: bs, Registry: builtin.Registry(), Name: "w1", Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(b, err)
+	require.NoError(b, w.Start(b.Context()))
+	b.Cleanup(w.Kill)
+	rs := convergedFiles(b, b.TempDir(), n)
+	for i := range rs {
+		rs[i].Properties["content"] = "{{ lookup('data.greeting') }} " + rs[i].Properties["content"].(string)
+		require.NoError(b, os.WriteFile(rs[i].Name, []byte("hello content "+strconv.Itoa(i)+"\n"), 0o644))
+	}
+	b.ReportAllocs()
+	var cpu time.Duration
+	msgs, attempt := 0, 0
+	for b.Loop() {
+		attempt++
+		task := bus.Task{RunID: runID, RootRunID: runID, Task: 0, Attempt: attempt, Manifest: "m.yaml", Resource: rs[0],
+			Data: map[string]any{"greeting": "hello"}, Pool: bus.DefaultPool, TimeoutMS: 30_000, Deadline: time.Now().Add(time.Minute),
+			BatchOutcomes: true}
+		for i, r := range rs[1:] {
+			task.Segment = append(task.Segment, bus.SegmentItem{Task: i + 1, Attempt: attempt, Resource: r, TimeoutMS: 30_000})
+		}
+		c0 := cpuTime()
+		require.NoError(b, bs.PublishTask(b.Context(), task))
+		for seen := 0; seen < n; {
+			select {
+			case m := <-got:
+				msgs++
+				var o bus.Outcome
+				require.NoError(b, bus.Decode(m.Data, &o))
+				outs := []bus.Outcome{o}
+				if o.Kind == bus.FactBatch {
+					outs = o.Outcomes
+				}
+				for _, o := range outs {
+					require.Equal(b, bus.TaskStable, o.Status, "%+v", o)
+				}
+				seen += len(outs)
+			case <-time.After(waitDeadline):
+				b.Fatal("no outcome in time")
+			}
+		}
+		cpu += cpuTime() - c0
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N)/n, "cpu-µs/file")
+	b.ReportMetric(float64(msgs)/float64(b.N), "msgs/segment")
 }
