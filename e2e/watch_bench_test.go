@@ -90,15 +90,28 @@ func BenchmarkWatchRepair(b *testing.B) {
 	benchRepairLatency(b, func(b *testing.B, n int) *watchBench { return startWatchBench(b, n) })
 }
 
+// BenchmarkWatchStorm edits every one of 10,000 watched files once, in a
+// plain loop of writes, and waits until all read back repaired. Each edit
+// overwrites the file's bytes in place (open O_WRONLY, write, close: what
+// `dd conv=notrunc` or an in-place editor does), the same length as the
+// managed content: a write and a close-after-write event per file, as any
+// edit. Not os.WriteFile: its O_TRUNC makes ext4 (auto_da_alloc) flush
+// the file at close, so 10,000 of them took 5–6 s of the editor's own,
+// measured as the watcher's (a plain loop of them, with no watcher, takes
+// 5.2 s here; these 0.1 s). It reports the time to all repaired from the
+// first edit (s-to-all-repaired), the editing apart (s-editing) and after
+// the last edit (s-after-edits), the repair runs and the watching
+// process's CPU per storm.
 func BenchmarkWatchStorm(b *testing.B) {
 	const n = 10000
 	w := startWatchBench(b, n)
+	edit := []byte("storm!!\n") // as long as "managed\n": nothing of it is left over
 	cpu0 := procCPU(b, w.p.cmd.Process.Pid)
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
 		for _, path := range w.paths {
-			if err := os.WriteFile(path, []byte("storm\n"), 0o644); err != nil {
+			if err := overwrite(path, edit); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -106,8 +119,10 @@ func BenchmarkWatchStorm(b *testing.B) {
 		for _, path := range w.paths {
 			w.repaired(b, path, start.Add(5*time.Minute))
 		}
-		b.ReportMetric(time.Since(start).Seconds(), "s-to-all-repaired")
+		all := time.Since(start)
+		b.ReportMetric(all.Seconds(), "s-to-all-repaired")
 		b.ReportMetric(edited.Seconds(), "s-editing")
+		b.ReportMetric((all - edited).Seconds(), "s-after-edits")
 	}
 	b.StopTimer()
 	// How many repair runs the storm took: one line per run in text.
@@ -129,6 +144,20 @@ func BenchmarkWatchIdle(b *testing.B) {
 		b.ReportMetric(100*cpu.Seconds()/time.Since(t0).Seconds(), "%cpu")
 	}
 	b.ReportMetric(float64(procRSSKiB(b, pid))/1024, "rss-MiB")
+}
+
+// overwrite writes data over the start of path in place (no truncation,
+// no new inode), as a hand edit of the same length does.
+func overwrite(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // procCPU is the user and system time of process pid.
