@@ -3,6 +3,7 @@ package schemas
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -60,65 +61,92 @@ func CheckReferences(m *Manifest) error { return CheckReferencesWith(m, nil) }
 func CheckReferencesWith(m *Manifest, external func(ref string) bool) error {
 	var errs errorList
 	cleanNames(m, &errs)
-	index := make(map[string]int, 2*len(m.Resources))
-	isAlias := make(map[string]bool)
-	for i, r := range m.Resources {
-		keys := []string{r.Ref()}
+	// Keyed by type and name (or alias): no "type#name" string is made per
+	// resource. Aliases are rare: only theirs are marked.
+	index := make(map[refKey]int, len(m.Resources))
+	var isAlias map[refKey]bool
+	claim := func(i int, r *Resource, key refKey, alias bool) {
+		first, dup := index[key]
+		if !dup {
+			index[key] = i
+			if alias {
+				if isAlias == nil {
+					isAlias = map[refKey]bool{}
+				}
+				isAlias[key] = true
+			}
+			return
+		}
+		f := &m.Resources[first]
+		what := "resource"
+		if alias {
+			what = "alias"
+		}
+		was := "declared"
+		if isAlias[key] {
+			was = "the alias of " + f.Ref()
+		}
+		errs.addf(r.Pos, r.Path, "duplicate %s %s: already %s at %s (%s)", what, key, was, f.Pos, f.Path)
+	}
+	for i := range m.Resources {
+		r := &m.Resources[i]
+		claim(i, r, refKey{r.Type, r.Name}, false)
 		if r.Alias != "" && r.Alias != r.Name {
-			keys = append(keys, r.Type+"#"+r.Alias)
-		}
-		for k, key := range keys {
-			first, dup := index[key]
-			if !dup {
-				index[key], isAlias[key] = i, k == 1
-				continue
-			}
-			f := m.Resources[first]
-			what := "resource"
-			if k == 1 {
-				what = "alias"
-			}
-			was := "declared"
-			if isAlias[key] {
-				was = "the alias of " + f.Ref()
-			}
-			errs.addf(r.Pos, r.Path, "duplicate %s %s: already %s at %s (%s)", what, key, was, f.Pos, f.Path)
+			claim(i, r, refKey{r.Type, r.Alias}, true)
 		}
 	}
-	known := make([]string, 0, len(index))
-	for key := range index {
-		known = append(known, key)
+	// known lists every reference, for suggestions: made at the first
+	// unknown one.
+	var known []string
+	suggestRef := func(ref string) string {
+		if known == nil {
+			known = make([]string, 0, len(index))
+			for key := range index {
+				known = append(known, key.String())
+			}
+			slices.Sort(known)
+		}
+		return suggest(ref, known)
 	}
-	for i, r := range m.Resources {
-		for _, kind := range []struct {
+	for i := range m.Resources {
+		r := &m.Resources[i]
+		for _, kind := range [...]struct {
 			name string
 			refs []string
 		}{{"require", r.Require}, {"subscribe", r.Subscribe}} {
 			for j, ref := range kind.refs {
-				path := fmt.Sprintf("%s.%s[%d]", r.Path, kind.name, j)
-				if r.Path == "" {
-					path = ""
+				path := func() string {
+					if r.Path == "" {
+						return ""
+					}
+					return fmt.Sprintf("%s.%s[%d]", r.Path, kind.name, j)
 				}
 				typ, name, ok := strings.Cut(ref, "#")
 				if !ok || typ == "" || name == "" {
-					errs.addf(r.Pos, path, "%s %q is not a reference; write type#name or type#alias", kind.name, ref)
+					errs.addf(r.Pos, path(), "%s %q is not a reference; write type#name or type#alias", kind.name, ref)
 					continue
 				}
-				target, found := index[ref]
+				target, found := index[refKey{typ, name}]
 				switch {
 				case !found && external != nil && external(ref):
 				case !found:
-					errs.addf(r.Pos, path, "%s %s: unknown resource%s", kind.name, ref, suggest(ref, known))
+					errs.addf(r.Pos, path(), "%s %s: unknown resource%s", kind.name, ref, suggestRef(ref))
 				case target == i:
-					errs.addf(r.Pos, path, "%s %s: a resource cannot %s itself", kind.name, ref, kind.name)
+					errs.addf(r.Pos, path(), "%s %s: a resource cannot %s itself", kind.name, ref, kind.name)
 				case target > i && m.Ordering != OrderingGraph:
-					errs.addf(r.Pos, path, "%s %s points to a later resource; with ordering: manifest resources run in declaration order (move it, or use ordering: graph)", kind.name, ref)
+					errs.addf(r.Pos, path(), "%s %s points to a later resource; with ordering: manifest resources run in declaration order (move it, or use ordering: graph)", kind.name, ref)
 				}
 			}
 		}
 	}
 	return errs.err()
 }
+
+// refKey is a reference, "type#name" or "type#alias", as a map key.
+type refKey struct{ typ, name string }
+
+// String is the reference as written.
+func (k refKey) String() string { return k.typ + "#" + k.name }
 
 // Lookup resolves a reference, "type#name" or "type#alias", to the index of
 // the resource in m.Resources. It scans the resources; for many lookups build

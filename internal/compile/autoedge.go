@@ -36,8 +36,9 @@ type refKey struct{ typ, name string }
 //   - service: the package of the same name.
 //
 // The dependencies are appended to deps[:0] (a buffer reused across
-// resources).
-func implicitDeps(r *schemas.Resource, files map[string]bool, deps []autoDep) []autoDep {
+// resources). near remembers the last directory whose nearest managed
+// ancestor was looked for: the files of a manifest are mostly siblings.
+func implicitDeps(r *schemas.Resource, files map[string]bool, near *nearestDir, deps []autoDep) []autoDep {
 	deps = deps[:0]
 	str := func(prop string) (string, bool) {
 		s, ok := r.Properties[prop].(string)
@@ -54,14 +55,8 @@ func implicitDeps(r *schemas.Resource, files map[string]bool, deps []autoDep) []
 		if !self {
 			p = path.Dir(p)
 		}
-		for ; ; p = path.Dir(p) {
-			if files[p] {
-				deps = append(deps, autoDep{"file", p, why})
-				return
-			}
-			if p == "/" {
-				return
-			}
+		if found, ok := near.of(p, files); ok {
+			deps = append(deps, autoDep{"file", found, why})
 		}
 	}
 	account := func(typ, prop string) {
@@ -101,6 +96,31 @@ func implicitDeps(r *schemas.Resource, files map[string]bool, deps []autoDep) []
 	return deps
 }
 
+// nearestDir finds the nearest managed directory at or above a clean
+// absolute path, remembering the last answer.
+type nearestDir struct {
+	dir, found string
+	ok, known  bool
+}
+
+// of returns the nearest of files at or above dir (clean and absolute).
+func (n *nearestDir) of(dir string, files map[string]bool) (string, bool) {
+	if n.known && n.dir == dir {
+		return n.found, n.ok
+	}
+	n.dir, n.found, n.ok, n.known = dir, "", false, true
+	for p := dir; ; p = path.Dir(p) {
+		if files[p] {
+			n.found, n.ok = p, true
+			break
+		}
+		if p == "/" {
+			break
+		}
+	}
+	return n.found, n.ok
+}
+
 func isNumeric(s string) bool {
 	return strings.Trim(s, "0123456789") == ""
 }
@@ -114,17 +134,13 @@ func isNumeric(s string) bool {
 // propagate failure: the automatic edge is added). An edge that would close a cycle (through requires, subscribes,
 // declaration order or another automatic edge) is not added; the resource's
 // AutoSkipped says which and why.
-func autoEdges(m *schemas.Manifest, p *Plan) {
-	n := len(m.Resources)
-	byName := make(map[refKey]int, n)
+//
+// byName maps each (type, name) to its first resource (refIndex.names).
+func autoEdges(m *schemas.Manifest, p *Plan, byName map[refKey]int) {
 	files := map[string]bool{}
 	for i := range m.Resources {
 		r := &m.Resources[i]
 		r.AutoRequire, r.AutoSkipped = nil, nil
-		ref := refKey{r.Type, r.Name}
-		if _, dup := byName[ref]; !dup {
-			byName[ref] = i
-		}
 		if r.Type == "file" && r.Ensure != "absent" && (r.AutoEdge == nil || *r.AutoEdge) &&
 			!template.HasTemplate(r.Name) && path.IsAbs(r.Name) {
 			files[path.Clean(r.Name)] = true
@@ -132,12 +148,13 @@ func autoEdges(m *schemas.Manifest, p *Plan) {
 	}
 	var g *reach
 	var deps []autoDep
+	var near nearestDir
 	for i := range m.Resources {
 		r := &m.Resources[i]
 		if r.AutoEdge != nil && !*r.AutoEdge {
 			continue
 		}
-		deps = implicitDeps(r, files, deps)
+		deps = implicitDeps(r, files, &near, deps)
 		for _, d := range deps {
 			j, ok := byName[refKey{d.typ, d.name}]
 			if !ok || j == i {

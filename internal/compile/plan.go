@@ -235,20 +235,22 @@ func graph(m *schemas.Manifest, data map[string]any) *Plan {
 
 		ExternalSubscribes: map[int][]string{},
 	}
-	for i, r := range m.Resources {
+	x := newRefIndex(m)
+	for i := range m.Resources {
+		r := &m.Resources[i]
 		p.After[i] = -1
 		if m.Ordering != schemas.OrderingGraph && i > 0 {
 			p.After[i] = i - 1
 		}
 		for _, ref := range r.Require {
-			if j, ok := m.Lookup(ref); ok {
+			if j, ok := x.lookup(ref); ok {
 				p.Requires[i] = append(p.Requires[i], j)
 			} else {
 				p.External[i] = append(p.External[i], ref)
 			}
 		}
 		for _, ref := range r.Subscribe {
-			if j, ok := m.Lookup(ref); ok {
+			if j, ok := x.lookup(ref); ok {
 				p.Subscribes[i] = append(p.Subscribes[i], j)
 			} else {
 				p.External[i] = append(p.External[i], ref)
@@ -256,6 +258,55 @@ func graph(m *schemas.Manifest, data map[string]any) *Plan {
 			}
 		}
 	}
-	autoEdges(m, p)
+	autoEdges(m, p, x.names)
 	return p
+}
+
+// refIndex resolves references ("type#name" or "type#alias") to the
+// resources of a manifest as schemas.Manifest.Lookup does (the first
+// resource of that name, else the first of that alias) from maps made
+// once: Lookup scans the resources at each call, which made the graph of
+// a manifest of n resources that each require one cost n² steps.
+type refIndex struct {
+	names, aliases map[refKey]int
+}
+
+func newRefIndex(m *schemas.Manifest) refIndex {
+	x := refIndex{names: make(map[refKey]int, len(m.Resources))}
+	for i := range m.Resources {
+		r := &m.Resources[i]
+		if k := (refKey{r.Type, r.Name}); !mapHas(x.names, k) {
+			x.names[k] = i
+		}
+		if r.Alias == "" {
+			continue
+		}
+		if x.aliases == nil {
+			x.aliases = map[refKey]int{}
+		}
+		if k := (refKey{r.Type, r.Alias}); !mapHas(x.aliases, k) {
+			x.aliases[k] = i
+		}
+	}
+	return x
+}
+
+// lookup is Manifest.Lookup.
+func (x refIndex) lookup(ref string) (int, bool) {
+	typ, name, ok := strings.Cut(ref, "#")
+	if !ok {
+		return -1, false
+	}
+	if i, ok := x.names[refKey{typ, name}]; ok {
+		return i, true
+	}
+	if i, ok := x.aliases[refKey{typ, name}]; ok {
+		return i, true
+	}
+	return -1, false
+}
+
+func mapHas[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
 }

@@ -116,22 +116,31 @@ func (c *collector) manifest(name string, applyData map[string]any, ancestors ma
 	}
 	c.plans[name] = p
 	// The children may refer to this manifest's resources and its
-	// ancestors'.
-	inner := make(map[string]bool, len(ancestors)+len(p.Manifest.Resources))
-	for ref := range ancestors {
-		inner[ref] = true
-	}
-	for _, r := range p.Manifest.Resources {
-		inner[r.Ref()] = true
-		if r.Alias != "" {
-			inner[r.Type+"#"+r.Alias] = true
+	// ancestors': made at the first child (a manifest without apply
+	// resources, nearly all, makes none).
+	var inner map[string]bool
+	children := func() map[string]bool {
+		if inner != nil {
+			return inner
 		}
+		inner = make(map[string]bool, len(ancestors)+len(p.Manifest.Resources))
+		for ref := range ancestors {
+			inner[ref] = true
+		}
+		for _, r := range p.Manifest.Resources {
+			inner[r.Ref()] = true
+			if r.Alias != "" {
+				inner[r.Type+"#"+r.Alias] = true
+			}
+		}
+		return inner
 	}
 	if err := c.templateFiles(p.Manifest, template.Scope{Dir: o.Dir, OnRead: o.OnRead}); err != nil {
 		return nil, err
 	}
 	scope := template.Scope{Data: p.Data}
-	for _, r := range p.Manifest.Resources {
+	for i := range p.Manifest.Resources {
+		r := &p.Manifest.Resources[i]
 		switch r.Type {
 		case "apply":
 			child, err := bundle.Resolve(name, r.Name)
@@ -146,7 +155,7 @@ func (c *collector) manifest(name string, applyData map[string]any, ancestors ma
 			if err != nil {
 				return nil, schemas.Errors{{Pos: r.Pos, Path: r.Path, Message: fmt.Sprintf("%s: %v", r.Ref(), err)}}
 			}
-			if _, err := c.manifest(child, props.Data, inner); err != nil {
+			if _, err := c.manifest(child, props.Data, children()); err != nil {
 				var errs schemas.Errors
 				if errors.As(err, &errs) {
 					return nil, err // positioned in the child already
@@ -224,7 +233,11 @@ func (c *collector) onRead(name, dir string) func(string, []byte) error {
 // a missing file is left for the worker to report (it may never be read).
 func (c *collector) templateFiles(m *schemas.Manifest, s template.Scope) error {
 	var errs schemas.Errors
-	for _, r := range m.Resources {
+	for i := range m.Resources {
+		r := &m.Resources[i]
+		if !namesFiles(r) {
+			continue
+		}
 		for _, k := range sortedKeys(r.Properties) {
 			for _, str := range stringsIn(r.Properties[k]) {
 				for _, ref := range fileRefs(str) {
