@@ -65,8 +65,15 @@ func parseFast(s *schema, filename string, src []byte) (*Manifest, bool) {
 	if p.bail || len(p.errs.errs) > 0 {
 		return nil, false
 	}
+	if fastParsed != nil {
+		fastParsed(p.validated)
+	}
 	return m, true
 }
+
+// fastParsed, a test hook, is told how many resources a parse the fast
+// path took validated with CUE.
+var fastParsed func(validated int)
 
 // astBuilder turns subset nodes into CUE syntax, with their positions.
 type astBuilder struct {
@@ -265,12 +272,21 @@ func (p *loader) resourceSub(typ string, def cue.Value, props *ynode, path strin
 	keyed := shapeCache
 	if props != nil {
 		for i, k := range props.keys {
-			v := props.vals[i]
+			label, v := k.val.(string), props.vals[i]
+			if v.kind == yseq && refList(label) {
+				refs, ok := stringItems(v)
+				if !ok {
+					keyed = false
+					break
+				}
+				fs = append(fs, scalarField{label, refs})
+				continue
+			}
 			if v.kind != yscalar || v.val == nil {
 				keyed = false
 				break
 			}
-			fs = append(fs, scalarField{k.val.(string), v.val})
+			fs = append(fs, scalarField{label, v.val})
 		}
 	}
 	if keyed && name != nil && !props.has("name") {
@@ -311,6 +327,23 @@ func (p *loader) resourceSub(typ string, def cue.Value, props *ynode, path strin
 		p.bail = true
 	}
 	return r, ok
+}
+
+// refList reports whether a field is a list of references, which the
+// shape of a resource holds as a list of strings (shape.go).
+func refList(label string) bool { return label == "require" || label == "subscribe" }
+
+// stringItems returns the items of a sequence when they are all strings.
+func stringItems(seq *ynode) ([]string, bool) {
+	out := make([]string, len(seq.vals))
+	for i, it := range seq.vals {
+		s, ok := it.val.(string)
+		if it.kind != yscalar || !ok {
+			return nil, false
+		}
+		out[i] = s
+	}
+	return out, true
 }
 
 // scalarOfCached is scalarOf for the fields of defaults, which every

@@ -3,6 +3,7 @@ package schemas
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -242,6 +243,7 @@ func (p *loader) validateShape(typ string, def, props cue.Value, path string, po
 		}
 		s := &shape{r: r}
 		s.r.Properties = maps.Clone(r.Properties)
+		s.r.Require, s.r.Subscribe = slices.Clone(r.Require), slices.Clone(r.Subscribe)
 		p.shapes[key] = s
 	}
 	return r, ok

@@ -58,10 +58,11 @@ func (p *loader) shapeKey(typ string, def, props cue.Value, extra []field) (key 
 	return string(k), free, true
 }
 
-// scalarField is a field whose value is a scalar, as Go holds it.
+// scalarField is a field whose value is a scalar, as Go holds it, or a
+// list of references (require, subscribe: refList) as a []string.
 type scalarField struct {
 	label string
-	v     any // string, int or bool
+	v     any // string, int, bool or []string
 }
 
 // scalarOf returns a field's scalar value; ok is false for any other.
@@ -98,6 +99,8 @@ func kindOf(v any) string {
 		return "int"
 	case bool:
 		return "bool"
+	case []string:
+		return "[...string]"
 	}
 	return ""
 }
@@ -135,6 +138,12 @@ func toString(v any) string {
 		return strconv.Itoa(v)
 	case bool:
 		return strconv.FormatBool(v)
+	case []string:
+		var b []byte
+		for _, e := range v {
+			b = strconv.AppendQuote(b, e)
+		}
+		return string(b)
 	}
 	return ""
 }
@@ -171,6 +180,9 @@ func (p *loader) fromShape(s *shape, free []scalarField, path string, pos Positi
 	r := s.r
 	r.Pos, r.Path = pos, path
 	r.Properties = maps.Clone(s.r.Properties)
+	// References are rendered and cleaned in place: each resource has its
+	// own lists (the free ones are this resource's already).
+	ownRequire, ownSubscribe := false, false
 	for _, f := range free {
 		switch f.label {
 		case "name":
@@ -183,12 +195,22 @@ func (p *loader) fromShape(s *shape, free []scalarField, path string, pos Positi
 			r.Provider = f.v.(string)
 		case "target":
 			r.Target = f.v.(string)
+		case "require":
+			r.Require, ownRequire = f.v.([]string), true
+		case "subscribe":
+			r.Subscribe, ownSubscribe = f.v.([]string), true
 		default:
 			if r.Properties == nil {
 				r.Properties = map[string]any{}
 			}
 			r.Properties[f.label] = f.v
 		}
+	}
+	if !ownRequire {
+		r.Require = slices.Clone(r.Require)
+	}
+	if !ownSubscribe {
+		r.Subscribe = slices.Clone(r.Subscribe)
 	}
 	return r
 }

@@ -97,3 +97,54 @@ func benchParseFiles(b *testing.B, n int) {
 		})
 	}
 }
+
+// Lists of references (require, subscribe) are part of a resource's shape
+// as lists of strings: a chain of files each requiring the one before it
+// is validated with CUE once per shape, not once per resource (20,000
+// CUE unifications took 5.6 s of a 7.7 s validate), and gives what
+// validating each resource gives.
+func TestReferenceListsShareAShape(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("ordering: graph\nresources:\n  - file:\n")
+	b.WriteString("      - defaults: {ensure: present, mode: \"0644\"}\n")
+	for i := range 40 {
+		fmt.Fprintf(&b, "      - /tmp/chain/f%d:\n          content: \"%d\"\n", i, i)
+		switch {
+		case i == 0:
+		case i%2 == 0:
+			fmt.Fprintf(&b, "          require: [\"file#/tmp/chain/f%d\", \"file#/tmp/chain/f0\"]\n", i-1)
+		default:
+			fmt.Fprintf(&b, "          require:\n            - file#/tmp/chain/f%d\n          subscribe: []\n", i-1)
+		}
+	}
+	for i := range 10 {
+		fmt.Fprintf(&b, "  - {type: exec, name: \"echo %d\", subscribe: [\"file#/tmp/chain/f%d\"], refreshonly: true}\n", i, i)
+	}
+	src := []byte(b.String())
+	validated := -1
+	fastParsed = func(n int) {
+		if validated < 0 { // the first parse, with shapes
+			validated = n
+		}
+	}
+	defer func() { fastParsed = nil }()
+	with, without, withErr, withoutErr := parseBothWays(t, "chain.yaml", src)
+	require.NoError(t, withErr)
+	require.NoError(t, withoutErr)
+	require.Equal(t, without, with)
+	require.Len(t, with.Resources, 50)
+	// f0; f1, f3, ... (require, subscribe); f2, f4, ... (require); the execs.
+	require.Equal(t, 4, validated, "resources validated with CUE")
+	require.Equal(t, []string{"file#/tmp/chain/f3", "file#/tmp/chain/f0"}, with.Resources[4].Require)
+	require.Equal(t, []string{}, with.Resources[3].Subscribe)
+	// Each resource owns its lists: rendering or cleaning one touches no other.
+	with.Resources[2].Require[0] = "changed"
+	require.Equal(t, "file#/tmp/chain/f3", with.Resources[4].Require[0])
+
+	// A reference that is not a string is the schema's to report.
+	bad := strings.Replace(string(src), `require: ["file#/tmp/chain/f3", "file#/tmp/chain/f0"]`, `require: ["file#/tmp/chain/f3", 7]`, 1)
+	with, without, withErr, withoutErr = parseBothWays(t, "chain.yaml", []byte(bad))
+	require.Error(t, withErr)
+	require.Equal(t, fmt.Sprint(withoutErr), fmt.Sprint(withErr))
+	require.Contains(t, withErr.Error(), "chain.yaml:22:43: resources[0].file[5]./tmp/chain/f4.require[1]: conflicting values 7 and string")
+}
