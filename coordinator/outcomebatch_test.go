@@ -1,0 +1,181 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/coordinator"
+	"github.com/manifold-run/manifold/internal/bustest"
+)
+
+// threeStepManifest is three execs in manifest order: one segment task.
+func threeStepManifest(dir string) string {
+	return fmt.Sprintf(`
+resources:
+  - exec:
+      - first:
+          command: "/bin/sh -c 'echo x >> %[1]s/first'"
+      - second:
+          command: "/bin/sh -c 'echo x >> %[1]s/second'"
+      - third:
+          command: "/bin/sh -c 'echo x >> %[1]s/third'"
+`, dir)
+}
+
+// takeSegment takes the next task of the default pool as a worker would
+// and acks it: the test answers it itself.
+func takeSegment(t *testing.T, b *bus.Bus) bus.Task {
+	t.Helper()
+	c, err := b.TaskConsumer(t.Context(), bus.DefaultPool)
+	require.NoError(t, err)
+	return takeTask(t, c)
+}
+
+// takeAndDrop takes the next task of the default pool and gives it back
+// (nak): a worker that dies while executing it.
+func takeAndDrop(t *testing.T, b *bus.Bus) bus.Task {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), runDeadline)
+	defer cancel()
+	c, err := b.TaskConsumer(ctx, bus.DefaultPool)
+	require.NoError(t, err)
+	d, err := c.Next(ctx)
+	require.NoError(t, err, "no task dispatched in time")
+	var task bus.Task
+	require.NoError(t, bus.Decode(d.Data(), &task))
+	require.NoError(t, d.Nak(0))
+	return task
+}
+
+// answer is the outcome of item k of a segment task (0: the task itself),
+// signed with token.
+func answer(task bus.Task, k int, token, message string) bus.Outcome {
+	o := bus.Outcome{RunID: task.RunID, Task: task.Task, Attempt: task.Attempt, Ref: task.Resource.Ref(),
+		Status: bus.TaskChanged, Changed: true, Message: message, Worker: "test-worker", Delivery: 1}
+	if k > 0 {
+		it := task.Segment[k-1]
+		o.Task, o.Attempt, o.Ref = it.Task, it.Attempt, it.Resource.Ref()
+	}
+	bus.SignOutcome(&o, token)
+	return o
+}
+
+// token is the token of item k of a segment task (0: the task itself).
+func token(task bus.Task, k int) string {
+	if k == 0 {
+		return task.Token
+	}
+	return task.Segment[k-1].Token
+}
+
+// TestResumedRunReplaysAnOutcomeBatch: a coordinator that takes over a
+// run whose history holds a batch of outcomes applies each of them as the
+// run's past (the batch's last one ends the replay, so none of them is
+// taken as news), and the run ends with the outcomes the batch carried.
+func TestResumedRunReplaysAnOutcomeBatch(t *testing.T) {
+	srv, b := bustest.Start(t, bus.Config{})
+	a, busA := startCoordinator(t, srv, "coord-a", 500*time.Millisecond)
+	dir := t.TempDir()
+	tb := &testBundle{srv: srv, bus: b}
+	runID := tb.submit(t, threeStepManifest(dir))
+	task := takeAndDrop(t, b)
+	require.Equal(t, 0, task.Task)
+	require.Len(t, task.Segment, 2, "the three execs are one segment")
+	require.True(t, task.BatchOutcomes, "a segment task asks for outcome batches")
+
+	// Crash: the coordinator cannot hand the run off; its lease lapses.
+	busA.Conn().Close()
+	a.Stop()
+	// A worker answered the first two in one batch, then died.
+	ob := b.NewOutcomeBatch(t.Context(), runID, bus.OutcomeBatchOpts{FlushAfter: -1})
+	ob.Add(answer(task, 0, token(task, 0), "batched 0"))
+	ob.Add(answer(task, 1, token(task, 1), "batched 1"))
+	for _, p := range ob.Close() {
+		require.NoError(t, p.Wait(t.Context()))
+	}
+
+	// The standby publishes the segment again once it has replayed the
+	// history (the stream drops that copy: the message given back is
+	// still there); only then may a worker take it.
+	tasks := make(chan *nats.Msg, 16)
+	sub, err := b.Conn().ChanSubscribe(bus.TaskSubject(bus.DefaultPool), tasks)
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(t, b.Conn().Flush())
+	startCoordinator(t, srv, "coord-b", 500*time.Millisecond)
+	deadline := time.After(runDeadline)
+	for resumed := false; !resumed; {
+		select {
+		case msg := <-tasks:
+			var again bus.Task
+			require.NoError(t, json.Unmarshal(msg.Data, &again))
+			resumed = again.Resumed
+		case <-deadline:
+			t.Fatal("the standby did not publish the task in flight again")
+		}
+	}
+	startWorker(t, b) // takes the segment again (delivery 2)
+	rep, events := tb.wait(t, runID)
+	require.Equal(t, coordinator.RunSucceeded, rep.Status, "%+v", rep)
+	require.Equal(t, 3, rep.Counts.Changed)
+	for k, ref := range []string{"exec#first", "exec#second"} {
+		r := resource(t, rep, ref)
+		require.Equal(t, "test-worker", r.Worker, "the batch's outcome is the first of the attempt")
+		require.Equal(t, fmt.Sprintf("batched %d", k), r.Message)
+	}
+	require.Equal(t, "worker-test", resource(t, rep, "exec#third").Worker)
+	require.Equal(t, 1, lines(t, join(dir, "third")))
+	// Both outcomes of the batch are the past the resuming coordinator
+	// replayed: told alike (a batch read as news after its first outcome
+	// would give the second a task_finished the first has not).
+	finished := map[int]int{}
+	for _, ev := range events {
+		if ev.Kind == bus.EventTaskFinished && ev.Task != nil {
+			finished[*ev.Task]++
+		}
+	}
+	require.Equal(t, finished[0], finished[1], "task_finished events of the batch's outcomes: %v", finished)
+	require.Equal(t, 1, finished[2], "%+v", events)
+}
+
+// TestForgedOutcomeInABatchIsRefused: the outcomes of a batch are checked
+// one by one with their own task's token. One signed with another task's
+// token (all a worker holding that task has) is refused, and the task
+// takes the outcome its own worker signed; the batch's other outcomes
+// apply.
+func TestForgedOutcomeInABatchIsRefused(t *testing.T) {
+	tb := setup(t, setupOpts{noWorker: true})
+	dir := t.TempDir()
+	runID := tb.submit(t, threeStepManifest(dir))
+	task := takeSegment(t, tb.bus)
+	require.Len(t, task.Segment, 2)
+
+	publish := func(outs ...bus.Outcome) {
+		ob := tb.bus.NewOutcomeBatch(t.Context(), runID, bus.OutcomeBatchOpts{FlushAfter: -1})
+		for _, o := range outs {
+			ob.Add(o)
+		}
+		for _, p := range ob.Close() {
+			require.NoError(t, p.Wait(t.Context()))
+		}
+	}
+	forged := answer(task, 1, token(task, 0), "forged")
+	forged.Status, forged.Changed, forged.Error = bus.TaskFailed, false, "forged failure"
+	publish(answer(task, 0, token(task, 0), "honest 0"), forged)
+	publish(answer(task, 1, token(task, 1), "honest 1"), answer(task, 2, token(task, 2), "honest 2"))
+
+	rep, _ := tb.wait(t, runID)
+	require.Equal(t, coordinator.RunSucceeded, rep.Status, "%+v", rep)
+	for k, ref := range []string{"exec#first", "exec#second", "exec#third"} {
+		r := resource(t, rep, ref)
+		require.Equal(t, fmt.Sprintf("honest %d", k), r.Message, "%+v", r)
+		require.Empty(t, r.Error)
+	}
+}
