@@ -22,9 +22,12 @@ var (
 
 // checkSyntax checks every template of every resource (names, references,
 // ensure, provider, control, health checks, properties) without
-// evaluating it: syntax and function names need no data or facts.
-func checkSyntax(m *schemas.Manifest) schemas.Errors {
+// evaluating it: syntax and function names need no data or facts. In the
+// same walk it lists, in order, the resources whose properties or health
+// checks may name a file (namesFiles), for checkFiles and templateFiles.
+func checkSyntax(m *schemas.Manifest) (schemas.Errors, []int) {
 	var errs schemas.Errors
+	var files []int
 	for i := range m.Resources {
 		r := &m.Resources[i]
 		add := func(field string, err error) {
@@ -51,31 +54,39 @@ func checkSyntax(m *schemas.Manifest) schemas.Errors {
 			add("control.if", template.Check(guard(c.If)))
 			add("control.unless", template.Check(guard(c.Unless)))
 		}
+		named := false
 		for j, hc := range r.HealthChecks {
 			add("health_checks["+strconv.Itoa(j)+"]", template.CheckValue(hc))
 			if rules, ok := hc["goss_rules"]; ok {
 				add("health_checks["+strconv.Itoa(j)+"].goss_rules", template.CheckKeys(rules))
 			}
+			named = named || mayNameFiles(hc)
 		}
-		if !propertiesValid(r.Properties) {
+		valid, names := propertiesValid(r.Properties)
+		if !valid {
 			// Reported in key order; only a resource with an error pays
 			// for sorting its keys.
 			for _, k := range sortedKeys(r.Properties) {
 				add(k, template.CheckValue(r.Properties[k]))
 			}
 		}
-	}
-	return errs
-}
-
-// propertiesValid reports whether every property's templates are valid.
-func propertiesValid(props map[string]any) bool {
-	for _, v := range props {
-		if template.CheckValue(v) != nil {
-			return false
+		if named || names {
+			files = append(files, i)
 		}
 	}
-	return true
+	return errs, files
+}
+
+// propertiesValid reports whether every property's templates are valid,
+// and whether one may name a file (mayNameFiles; not known when invalid).
+func propertiesValid(props map[string]any) (valid, namesFiles bool) {
+	for _, v := range props {
+		if template.CheckValue(v) != nil {
+			return false, false
+		}
+		namesFiles = namesFiles || mayNameFiles(v)
+	}
+	return true, namesFiles
 }
 
 // guard is a control expression as the worker evaluates it: a bare

@@ -15,7 +15,10 @@ import (
 // the manifest's files are at hand (scope's Dir or Files): a syntax error
 // in the third resource's template fails before the first resource runs.
 // A file that does not exist is left to the run.
-func checkFiles(m *schemas.Manifest, scope template.Scope) schemas.Errors {
+//
+// files are the indexes of the resources whose templates may name a file
+// (checkSyntax), in order.
+func checkFiles(m *schemas.Manifest, files []int, scope template.Scope) schemas.Errors {
 	var errs schemas.Errors
 	for i := range m.Resources {
 		r := &m.Resources[i]
@@ -27,7 +30,10 @@ func checkFiles(m *schemas.Manifest, scope template.Scope) schemas.Errors {
 		if r.Type == "scaffold" {
 			add("source", checkScaffold(r, scope))
 		}
-		if scope.Dir == "" && scope.Files == nil || !namesFiles(r) {
+		if len(files) > 0 && files[0] < i {
+			files = files[1:]
+		}
+		if scope.Dir == "" && scope.Files == nil || len(files) == 0 || files[0] != i {
 			continue
 		}
 		check := func(field string, v any) {

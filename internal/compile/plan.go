@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,21 @@ type Plan struct {
 	// post_message, rendered over data and facts: printed before the run
 	// and, when no resource failed, after it.
 	PreMessage, PostMessage string
+
+	// namingFiles are the indexes of the resources whose properties or
+	// health checks may name a file (checkSyntax), when namingKnown.
+	namingFiles []int
+	namingKnown bool
+}
+
+// mayNameFiles reports whether resource i's properties or health checks
+// may name a file.
+func (p *Plan) mayNameFiles(i int) bool {
+	if !p.namingKnown {
+		return namesFiles(&p.Manifest.Resources[i])
+	}
+	_, ok := slices.BinarySearch(p.namingFiles, i)
+	return ok
 }
 
 // Opts are the inputs of a compilation beyond the manifest.
@@ -144,10 +160,11 @@ var beforeCompile = func(*schemas.Manifest) {}
 
 func compileManifest(m *schemas.Manifest, o Opts) (*Plan, error) {
 	beforeCompile(m)
-	if errs := checkSyntax(m); len(errs) > 0 {
+	errs, files := checkSyntax(m)
+	if len(errs) > 0 {
 		return nil, errs
 	}
-	if errs := checkFiles(m, o.scope(nil)); len(errs) > 0 {
+	if errs := checkFiles(m, files, o.scope(nil)); len(errs) > 0 {
 		return nil, errs
 	}
 	data, lt, err := o.data(m)
@@ -158,10 +175,11 @@ func compileManifest(m *schemas.Manifest, o Opts) (*Plan, error) {
 		if err := expandJetFile(m, o.scope(data)); err != nil {
 			return nil, err
 		}
-		if errs := checkSyntax(m); len(errs) > 0 {
+		errs, files = checkSyntax(m)
+		if len(errs) > 0 {
 			return nil, errs
 		}
-		if errs := checkFiles(m, o.scope(nil)); len(errs) > 0 {
+		if errs := checkFiles(m, files, o.scope(nil)); len(errs) > 0 {
 			return nil, errs
 		}
 	}
@@ -183,6 +201,7 @@ func compileManifest(m *schemas.Manifest, o Opts) (*Plan, error) {
 		return nil, errs
 	}
 	p.PreMessage, p.PostMessage = pre, post
+	p.namingFiles, p.namingKnown = files, true
 	return p, nil
 }
 

@@ -135,7 +135,7 @@ func (c *collector) manifest(name string, applyData map[string]any, ancestors ma
 		}
 		return inner
 	}
-	if err := c.templateFiles(p.Manifest, template.Scope{Dir: o.Dir, OnRead: o.OnRead}); err != nil {
+	if err := c.templateFiles(p, template.Scope{Dir: o.Dir, OnRead: o.OnRead}); err != nil {
 		return nil, err
 	}
 	scope := template.Scope{Data: p.Data}
@@ -231,11 +231,12 @@ func (c *collector) onRead(name, dir string) func(string, []byte) error {
 // property rendered on a worker reads them from the bundle. A path outside
 // the manifest's directory is an error naming the resource and property;
 // a missing file is left for the worker to report (it may never be read).
-func (c *collector) templateFiles(m *schemas.Manifest, s template.Scope) error {
+func (c *collector) templateFiles(p *Plan, s template.Scope) error {
 	var errs schemas.Errors
+	m := p.Manifest
 	for i := range m.Resources {
 		r := &m.Resources[i]
-		if !namesFiles(r) {
+		if !p.mayNameFiles(i) {
 			continue
 		}
 		for _, k := range sortedKeys(r.Properties) {

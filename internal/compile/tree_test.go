@@ -3,10 +3,14 @@ package compile
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/manifold-run/manifold/internal/bundle"
 )
@@ -142,4 +146,34 @@ func writeTree(t *testing.T, dir string, files map[string]string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestBuildBundlesTheFilesTemplatesName: among resources that name no
+// file, the files named by a property, a list inside a property and a map
+// inside a property are bundled, and only they (checkSyntax lists the
+// resources that may name one; the others are not walked). The templates
+// need facts, so the compile does not render them (which bundles what
+// they read): templateFiles must find the files.
+func TestBuildBundlesTheFilesTemplatesName(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var m strings.Builder
+	m.WriteString("data: {x: 1}\nresources:\n  - file:\n")
+	for i := range 30 {
+		fmt.Fprintf(&m, "      - /tmp/b/f%d: {content: \"{{ data.x }} %d\"}\n", i, i)
+		switch i {
+		case 3:
+			m.WriteString("      - /tmp/b/t: {content: \"{{ lookup('facts.x') }}{{ template('t/a.templ') }}\"}\n")
+		case 17:
+			m.WriteString("  - exec:\n      - /bin/true:\n          environment: [\"A={{ lookup('facts.x') }}{{ file('t/env.txt') }}\"]\n  - file:\n")
+		case 29:
+			m.WriteString("  - document:\n      - /tmp/b/doc.json: {content: {a: \"{{ lookup('facts.x') }}{{ jet('t/doc.jet') }}\"}}\n")
+		}
+	}
+	writeTree(t, dir, map[string]string{
+		"m.yaml": m.String(), "t/a.templ": "a", "t/env.txt": "e", "t/doc.jet": "d", "t/unused.txt": "u",
+	})
+	tr, err := Build(filepath.Join(dir, "m.yaml"), Opts{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"m.yaml", "t/a.templ", "t/doc.jet", "t/env.txt"}, tr.Bundle.Names())
 }
