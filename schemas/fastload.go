@@ -257,8 +257,10 @@ func (p *loader) blockSub(out []Resource, typ string, def cue.Value, items []*yn
 			defaults = overlay(p.defaults[typ], block)
 			continue
 		}
-		if r, ok := p.resourceSub(typ, def, props, np, pos, defaults, item.keys[0].val); ok {
-			out = append(out, r)
+		// Made in place: a Resource is some 270 bytes.
+		out = append(out, Resource{})
+		if !p.resourceSubInto(&out[len(out)-1], typ, def, props, np, pos, defaults, item.keys[0].val) {
+			out = out[:len(out)-1]
 		}
 	}
 	return out
@@ -268,6 +270,13 @@ func (p *loader) blockSub(out []Resource, typ string, def cue.Value, items []*yn
 // none), with the resource's name (a string) when it is a block item's
 // key, else nil.
 func (p *loader) resourceSub(typ string, def cue.Value, props *ynode, path string, pos Position, defaults []field, name any) (Resource, bool) {
+	var r Resource
+	ok := p.resourceSubInto(&r, typ, def, props, path, pos, defaults, name)
+	return r, ok
+}
+
+// resourceSubInto is resourceSub into *dst.
+func (p *loader) resourceSubInto(dst *Resource, typ string, def cue.Value, props *ynode, path string, pos Position, defaults []field, name any) bool {
 	fs := p.fieldBuf[:0]
 	keyed := shapeCache
 	if props != nil {
@@ -292,13 +301,12 @@ func (p *loader) resourceSub(typ string, def cue.Value, props *ynode, path strin
 	if keyed && name != nil && !props.has("name") {
 		fs = append(fs, scalarField{"name", name})
 	}
-	if keyed {
-		for _, f := range defaults {
-			if props.has(f.label) {
+	if keyed && len(defaults) > 0 {
+		for _, sf := range p.defaultScalars(defaults) {
+			if props.has(sf.label) {
 				continue
 			}
-			sf, ok := p.scalarOfCached(f)
-			if !ok {
+			if sf.v == nil { // not a scalar
 				keyed = false
 				break
 			}
@@ -310,7 +318,8 @@ func (p *loader) resourceSub(typ string, def cue.Value, props *ynode, path strin
 	if keyed {
 		k, free := p.shapeKeyOf(typ, def, fs)
 		if s, ok := p.shapes[string(k)]; ok {
-			return p.fromShape(s, free, path, pos), true
+			p.fromShapeInto(dst, s, free, path, pos)
+			return true
 		}
 		key = string(k)
 	}
@@ -326,7 +335,8 @@ func (p *loader) resourceSub(typ string, def cue.Value, props *ynode, path strin
 	if !ok {
 		p.bail = true
 	}
-	return r, ok
+	*dst = r
+	return ok
 }
 
 // refList reports whether a field is a list of references, which the
@@ -344,6 +354,29 @@ func stringItems(seq *ynode) ([]string, bool) {
 		out[i] = s
 	}
 	return out, true
+}
+
+// defaultScalars returns the scalar values of a non-empty list of
+// defaults (scalarOfCached; a nil value for a field that is not a
+// scalar), which every resource of their type and block repeats: made
+// once per list.
+func (p *loader) defaultScalars(defaults []field) []scalarField {
+	if d := &p.lastDefaults; len(d.of) == len(defaults) && &d.of[0] == &defaults[0] {
+		return d.scalars
+	}
+	out := make([]scalarField, len(defaults))
+	for i, f := range defaults {
+		out[i], _ = p.scalarOfCached(f)
+	}
+	p.lastDefaults = cachedDefaults{of: defaults, scalars: out}
+	return out
+}
+
+// cachedDefaults are the scalars of the last list of defaults (of, kept
+// alive, so no other list can take its address).
+type cachedDefaults struct {
+	of      []field
+	scalars []scalarField
 }
 
 // scalarOfCached is scalarOf for the fields of defaults, which every

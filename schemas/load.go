@@ -149,6 +149,10 @@ type loader struct {
 	// Go values of defaults fields.
 	tf      *token.File
 	scalars map[cue.Value]scalarField
+	// lastDefaults are the scalars of the last defaults list
+	// (defaultScalars); lastFree the last type's answers of unconstrained.
+	lastDefaults cachedDefaults
+	lastFree     freeOfType
 	// validated counts the resources validated with CUE.
 	validated int
 }

@@ -124,7 +124,16 @@ func (p *loader) shapeKeyOf(typ string, def cue.Value, fs []scalarField) ([]byte
 			continue
 		}
 		b = append(b, 0, '=')
-		b = strconv.AppendQuote(b, kind+":"+toString(f.v))
+		b = append(b, kind...)
+		b = append(b, ':')
+		switch v := f.v.(type) {
+		case string:
+			b = strconv.AppendQuote(b, v)
+		case int:
+			b = strconv.AppendInt(b, int64(v), 10)
+		default:
+			b = strconv.AppendQuote(b, toString(v))
+		}
 	}
 	p.keyBuf, p.freeBuf = b, free
 	return b, free
@@ -151,6 +160,41 @@ func toString(v any) string {
 // unconstrained reports whether every value of kind satisfies the field
 // label of def.
 func (p *loader) unconstrained(typ string, def cue.Value, label, kind string) bool {
+	// The answers for the last type are searched first: a few labels
+	// (interned: their strings compare by pointer), no hashing.
+	lf := &p.lastFree
+	if lf.typ == typ {
+		for _, a := range lf.answers {
+			if a.label == label && a.kind == kind {
+				return a.free
+			}
+		}
+	} else {
+		lf.typ, lf.answers = typ, lf.answers[:0]
+	}
+	free := p.unconstrainedOf(typ, def, label, kind)
+	if len(lf.answers) < maxLastFree {
+		lf.answers = append(lf.answers, freeAnswer{label, kind, free})
+	}
+	return free
+}
+
+// freeOfType holds answers of unconstrained for one type.
+type freeOfType struct {
+	typ     string
+	answers []freeAnswer
+}
+
+type freeAnswer struct {
+	label, kind string
+	free        bool
+}
+
+// maxLastFree bounds the answers kept for the last type: past it they are
+// looked up in the map.
+const maxLastFree = 16
+
+func (p *loader) unconstrainedOf(typ string, def cue.Value, label, kind string) bool {
 	k := freeKey{typ, label, kind}
 	if v, ok := p.free[k]; ok {
 		return v
@@ -177,7 +221,14 @@ func commonOrProperty(label string) bool { return label != "timeout" && label !=
 // fromShape derives a resource of a known shape: the shape's resource with
 // this one's unconstrained values.
 func (p *loader) fromShape(s *shape, free []scalarField, path string, pos Position) Resource {
-	r := s.r
+	var r Resource
+	p.fromShapeInto(&r, s, free, path, pos)
+	return r
+}
+
+// fromShapeInto is fromShape into *r.
+func (p *loader) fromShapeInto(r *Resource, s *shape, free []scalarField, path string, pos Position) {
+	*r = s.r
 	r.Pos, r.Path = pos, path
 	r.Properties = maps.Clone(s.r.Properties)
 	// References are rendered and cleaned in place: each resource has its
@@ -212,5 +263,4 @@ func (p *loader) fromShape(s *shape, free []scalarField, path string, pos Positi
 	if !ownSubscribe {
 		r.Subscribe = slices.Clone(r.Subscribe)
 	}
-	return r
 }
