@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -127,10 +128,12 @@ func (g *Group) closeDirs() {
 
 // Commit makes every staged file durable (see SyncMode; a syncfs that
 // fails falls back to an fsync each, which names the file that failed),
-// renames each over its target and fsyncs each directory once. It
-// returns one error per Add, in order: nil when that file was replaced.
-// A file whose fsync or rename failed is left as it was, its temporary
-// file removed. The group is empty afterwards.
+// renames each over its target and makes the renames durable (SyncFS: one
+// more syncfs per filesystem; SyncEach: an fsync of each directory). The
+// files the renames replaced are released in the background (see
+// release). It returns one error per Add, in order: nil when that file
+// was replaced. A file whose fsync or rename failed is left as it was,
+// its temporary file removed. The group is empty afterwards.
 func (g *Group) Commit() []error {
 	entries := g.entries
 	g.entries = nil
@@ -141,7 +144,7 @@ func (g *Group) Commit() []error {
 	}
 	hook("written", len(entries))
 	mode := cmpMode(g.mode)
-	if mode == SyncFS && !syncFilesystems(entries) {
+	if mode == SyncFS && !syncFilesystems(stagedFiles(entries)) {
 		mode = SyncEach
 	}
 	if mode == SyncEach {
@@ -152,28 +155,54 @@ func (g *Group) Commit() []error {
 		}
 	}
 	hook("synced", len(entries))
-	dirs := map[*Dir]bool{}
+	renamed := entries[:0:0]
+	held := make([]int, 0, len(entries)) // the replaced files, released once the renames are durable
 	for i := range entries {
 		e := &entries[i]
 		if e.err == nil {
+			old := e.d.hold(e.name)
 			if err := syscall.Renameat(e.d.fd, e.tmpName, e.d.fd, e.name); err != nil {
 				e.err = &fs.PathError{Op: "rename", Path: e.d.join(e.name), Err: err}
+				if old >= 0 {
+					syscall.Close(old) // not replaced: nothing to free
+				}
 			} else {
-				dirs[e.d] = true
+				renamed = append(renamed, *e)
+				held = append(held, old)
 				hook("renamed", i)
+				continue // closed once the renames are durable
 			}
 		}
-		cerr := e.f.Close()
-		if e.err != nil {
-			_ = syscall.Unlinkat(e.d.fd, e.tmpName)
-		} else if cerr != nil {
-			e.err = cerr
-		}
+		e.f.Close()
+		_ = syscall.Unlinkat(e.d.fd, e.tmpName)
 		errs[i] = e.err
 	}
 	hook("done", len(entries))
-	for d := range dirs {
-		d.syncDir() // best effort, as WriteFile's
+	// The renames made durable, best effort (the renames are done either
+	// way), as WriteFile's: with SyncFS one syncfs per filesystem, not an
+	// fsync of each directory (each its own journal commit while another
+	// writer is busy on the filesystem).
+	if len(renamed) > 0 && (mode != SyncFS || !syncFilesystems(stagedFiles(renamed))) {
+		dirs := map[*Dir]bool{}
+		for _, e := range renamed {
+			if !dirs[e.d] {
+				dirs[e.d] = true
+				e.d.syncDir()
+			}
+		}
+	}
+	k := 0
+	for i := range entries {
+		if entries[i].err != nil {
+			continue
+		}
+		if err := renamed[k].f.Close(); err != nil {
+			errs[i] = err
+		}
+		k++
+	}
+	for _, fd := range held {
+		release(fd)
 	}
 	g.closeDirs()
 	return errs
@@ -197,14 +226,27 @@ func cmpMode(m SyncMode) SyncMode {
 	return m
 }
 
-// syncFilesystems runs syncfs(2) once per filesystem of entries (told
-// apart by device number). It reports false when one failed or could not
-// be told: the caller then fsyncs each file.
-func syncFilesystems(entries []groupEntry) bool {
-	seen := map[uint64]bool{}
+// stagedFiles is one open temporary file of each directory of entries
+// (a descriptor syncfs accepts: the directories' own are O_PATH).
+func stagedFiles(entries []groupEntry) []int {
+	var fds []int
+	seen := map[*Dir]bool{}
 	for i := range entries {
+		if d := entries[i].d; !seen[d] {
+			seen[d] = true
+			fds = append(fds, int(entries[i].f.Fd()))
+		}
+	}
+	return fds
+}
+
+// syncFilesystems runs syncfs(2) once per filesystem of fds (told apart
+// by device number). It reports false when one failed or could not be
+// told: the caller then fsyncs each file (or directory).
+func syncFilesystems(fds []int) bool {
+	seen := map[uint64]bool{}
+	for _, fd := range fds {
 		var st syscall.Stat_t
-		fd := int(entries[i].f.Fd())
 		if err := syscall.Fstat(fd, &st); err != nil {
 			return false
 		}
@@ -215,6 +257,7 @@ func syncFilesystems(entries []groupEntry) bool {
 		if sysSyncfs == 0 {
 			return false
 		}
+		fsSyncs.Add(1)
 		for {
 			_, _, errno := syscall.Syscall(sysSyncfs, uintptr(fd), 0, 0)
 			if errno == syscall.EINTR {
@@ -228,6 +271,9 @@ func syncFilesystems(entries []groupEntry) bool {
 	}
 	return true
 }
+
+// fsSyncs counts the syncfs calls of groups (tests).
+var fsSyncs atomic.Int64
 
 // sysSyncfs is syncfs(2)'s number, which package syscall does not name;
 // 0 on an architecture not listed here: groups then fsync each file.

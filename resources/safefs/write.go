@@ -59,17 +59,21 @@ func (d *Dir) WriteFile(name string, data []byte, mode fs.FileMode, uid, gid int
 		_ = syscall.Unlinkat(d.fd, tmpName)
 		return err
 	}
-	// Renamed while still locked, then closed.
+	// Renamed while still locked, then closed; the file it replaces is
+	// held across the rename and released in the background (release).
+	old := d.hold(name)
 	if err = syscall.Renameat(d.fd, tmpName, d.fd, name); err != nil {
+		if old >= 0 {
+			syscall.Close(old)
+		}
 		tmp.Close()
 		_ = syscall.Unlinkat(d.fd, tmpName)
 		return &fs.PathError{Op: "rename", Path: d.join(name), Err: err}
 	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
+	err = tmp.Close()
 	d.syncDir() // best effort: the rename is done either way
-	return nil
+	release(old)
+	return err
 }
 
 // stage creates a locked temporary file of name (CreateTemp) holding
@@ -110,9 +114,13 @@ func (d *Dir) stage(name string, data []byte, mode fs.FileMode, uid, gid int) (_
 	return tmp, nil
 }
 
+// dirSyncs counts syncDir's fsyncs (tests).
+var dirSyncs atomic.Int64
+
 // syncDir fsyncs the directory, making the renames in it durable; best
 // effort.
 func (d *Dir) syncDir() {
+	dirSyncs.Add(1)
 	if fd, err := syscall.Openat(d.fd, ".", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err == nil {
 		_ = syscall.Fsync(fd)
 		syscall.Close(fd)
