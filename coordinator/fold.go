@@ -47,7 +47,15 @@ type foldStash struct {
 type foldEntry struct {
 	secret  []byte
 	reports map[string]*Report
+	// starts holds a token per child run being started (fanOutStarts at
+	// most), started counts them until they are (startChild).
+	starts  chan struct{}
+	started sync.WaitGroup
 }
+
+// fanOutStarts bounds the child runs of one fan-out being started at
+// once.
+const fanOutStarts = 32
 
 // open registers a fan-out driven here.
 func (s *foldStash) open(parent string, secret []byte) {
@@ -57,8 +65,38 @@ func (s *foldStash) open(parent string, secret []byte) {
 		s.m = map[string]*foldEntry{}
 	}
 	if s.m[parent] == nil {
-		s.m[parent] = &foldEntry{secret: secret, reports: map[string]*Report{}}
+		s.m[parent] = &foldEntry{secret: secret, reports: map[string]*Report{}, starts: make(chan struct{}, fanOutStarts)}
 	}
+}
+
+// startChild runs start, the start of a child run of parent, a fan-out
+// opened here, in a goroutine of wg once fewer than fanOutStarts of its
+// starts run (it waits for one to end). When ctx ends first nothing is
+// started: the coordinator is stopping, and the one that resumes the
+// fan-out starts the child. It reports false, running nothing, when
+// parent is not open here.
+func (s *foldStash) startChild(ctx context.Context, parent string, wg *sync.WaitGroup, start func()) bool {
+	s.mu.Lock()
+	e := s.m[parent]
+	if e != nil {
+		e.started.Add(1)
+	}
+	s.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	select {
+	case e.starts <- struct{}{}:
+	case <-ctx.Done():
+		e.started.Done()
+		return true
+	}
+	wg.Go(func() {
+		defer e.started.Done()
+		defer func() { <-e.starts }()
+		start()
+	})
+	return true
 }
 
 // secret is the run secret of parent, a fan-out driven here.
@@ -82,15 +120,19 @@ func (s *foldStash) put(parent string, rep *Report) {
 	}
 }
 
-// take forgets parent and returns the reports kept for its children.
+// take waits until the child runs of parent being started are, forgets
+// parent and returns the reports kept for its children.
 func (s *foldStash) take(parent string) map[string]*Report {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	e := s.m[parent]
-	delete(s.m, parent)
+	s.mu.Unlock()
 	if e == nil {
 		return nil
 	}
+	e.started.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, parent)
 	return e.reports
 }
 
@@ -216,11 +258,9 @@ func (r *run) purgeFolded(ctx context.Context, ids []string) {
 			if err := c.bus.PurgeReport(ctx, id); err != nil {
 				return err
 			}
-			if err := c.bus.PurgeKey(ctx, c.bus.Runs(), runKey(id)); err != nil {
-				return err
-			}
-			// The delete marker deactivate left.
-			return c.bus.PurgeKey(ctx, c.bus.Runs(), activeKey(id))
+			// The record and the delete marker deactivate left, in one
+			// request (recordKeys).
+			return c.bus.PurgeKey(ctx, c.bus.Runs(), recordKeys(id))
 		}, log)
 		t := time.NewTimer(c.cfg.FoldEventsGrace)
 		defer t.Stop()
@@ -232,6 +272,14 @@ func (r *run) purgeFolded(ctx context.Context, ids []string) {
 		purgeAll(ctx, ids, func(ctx context.Context, id string) error { return c.bus.PurgeEvents(ctx, root, id) }, log)
 	})
 }
+
+// recordKeys is the filter of a run's keys in the runs bucket: its
+// record (runKey), its active mark (activeKey) and, for a root run, its
+// tree's count (treeKey), whose delete markers a purge removes with them
+// in one request (two before: a thousand purges fewer per 1,000-host
+// fan-out). No other key has a run ID for its second token (idempotency
+// keys are idem.<hash>).
+func recordKeys(runID string) string { return "*." + runID }
 
 // purgeAll calls purge for each id, childReportReads at a time, and logs
 // the first failure.
