@@ -250,6 +250,11 @@ func compileTree(st IO, cmd, path string, data, facts map[string]any) (*compile.
 // own facts.
 func compileTreeOpts(st IO, cmd, path string, o compile.Opts) (*compile.Tree, bool) {
 	t, err := compile.Build(path, o)
+	return reportTree(st, cmd, t, err)
+}
+
+// reportTree prints the problems of a compile.Build; false means exit 2.
+func reportTree(st IO, cmd string, t *compile.Tree, err error) (*compile.Tree, bool) {
 	if errors.Is(err, compile.ErrInternal) {
 		panic(err) // a bug, not an invalid manifest: Run exits 3
 	}

@@ -41,12 +41,53 @@ func runValidate(ctx context.Context, st IO, args []string) int {
 
 // loadPrepared compiles the manifest at path and the manifests it
 // applies with this host's facts, printing every problem.
+//
+// The facts are gathered while the manifest is read and parsed (some 5 ms
+// of a validate's wall time on two cores; they are first needed once it
+// is parsed), unless --hiera needs them first. What is printed, and when
+// it exits, is as if they were gathered first: a facts error alone, or
+// the compile's problems.
 func loadPrepared(ctx context.Context, st IO, cmd, path string, cf *compileFlags) (*schemas.Manifest, int, bool) {
-	data, facts, ok := cf.inputs(ctx, st, cmd, true)
-	if !ok {
+	if len(cf.hiera) > 0 {
+		data, facts, ok := cf.inputs(ctx, st, cmd, true)
+		if !ok {
+			return nil, ExitInvalid, false
+		}
+		t, ok := compileTreeOpts(st, cmd, path, compile.Opts{Run: data, Facts: facts, ParseOnce: true})
+		if !ok {
+			return nil, ExitInvalid, false
+		}
+		return t.Plan.Manifest, ExitOK, true
+	}
+	cf.warnTo(st, cmd)
+	data, err := cf.runData()
+	if err != nil {
+		fmt.Fprintf(st.Stderr, "manifold %s: %v\n", cmd, err)
 		return nil, ExitInvalid, false
 	}
-	t, ok := compileTreeOpts(st, cmd, path, compile.Opts{Run: data, Facts: facts, ParseOnce: true})
+	type gathered struct {
+		facts map[string]any
+		err   error
+	}
+	done := make(chan gathered, 1)
+	go func() {
+		f, err := cf.gatherFacts(ctx, true)
+		done <- gathered{f, err}
+	}()
+	var g gathered
+	waited := false
+	facts := func() map[string]any {
+		if !waited {
+			g, waited = <-done, true
+		}
+		return g.facts
+	}
+	t, err := compile.Build(path, compile.Opts{Run: data, FactsLater: facts, ParseOnce: true})
+	if facts(); g.err != nil {
+		fmt.Fprintf(st.Stderr, "manifold %s: %v\n", cmd, g.err)
+		return nil, ExitInvalid, false
+	}
+	t, ok := reportTree(st, cmd, t, err)
 	if !ok {
 		return nil, ExitInvalid, false
 	}

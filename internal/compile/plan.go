@@ -98,6 +98,11 @@ type Opts struct {
 	// may set, names, aliases, references and properties over facts or
 	// such data) is left to each host; the rest is checked (perhost.go).
 	PerHost bool
+	// FactsLater, when set, returns the facts, replacing Facts: Compile
+	// calls it (Source and Build once the manifest is parsed), so the
+	// caller can gather them meanwhile. It may be called more than once
+	// (Build: each manifest of the tree) and must return the same facts.
+	FactsLater func() map[string]any
 	// HostFacts says Facts are those of the one host the plan runs on (a
 	// run pinned to a worker): names, aliases and references may look
 	// them up, and a template over a fact the host lacks is an error here.
@@ -146,6 +151,9 @@ func Compile(m *schemas.Manifest, o Opts) (p *Plan, err error) {
 			p, err = nil, fmt.Errorf("%w: %s: panic: %v\n%s", ErrInternal, m.Path, r, debug.Stack())
 		}
 	}()
+	if o.FactsLater != nil {
+		o.Facts, o.FactsLater = o.FactsLater(), nil
+	}
 	if o.Deadline.IsZero() {
 		o.Deadline = time.Now().Add(Timeout)
 	}
