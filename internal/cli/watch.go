@@ -15,6 +15,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"runtime/pprof"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -289,9 +291,13 @@ const minSpreadRepair = 64
 // independentFile) with no edge between them, it runs in ordering: graph,
 // so its segments go side by side to every slot of the worker (a storm of
 // thousands of edits repaired on both cores, not one segment after
-// another on one): such files read and write only their own path, so the
-// order among them is not observable, and each keeps its check, atomic
-// write and re-check. Anything else keeps the manifest's ordering.
+// another on one), and its files are grouped by directory (manifest order
+// within one): a segment then holds the files of one or two directories,
+// opened once for it (safefs.Dirs), not one walk from "/" per file as
+// when a manifest spreads its files over many directories. Such files
+// read and write only their own path, so the order among them is not
+// observable, and each keeps its check, atomic write and re-check.
+// Anything else keeps the manifest's ordering.
 func repairPlan(plan *compile.Plan, keys []string) (*compile.Plan, error) {
 	sub, err := compile.Subset(plan, keys)
 	if err != nil {
@@ -307,11 +313,13 @@ func repairPlan(plan *compile.Plan, keys []string) (*compile.Plan, error) {
 			return sub, nil
 		}
 	}
-	graph := *plan
-	gm := *plan.Manifest
+	gm := *m
 	gm.Ordering = schemas.OrderingGraph
-	graph.Manifest = &gm
-	return compile.Subset(&graph, keys)
+	gm.Resources = slices.Clone(m.Resources)
+	slices.SortStableFunc(gm.Resources, func(a, b schemas.Resource) int {
+		return strings.Compare(path.Dir(a.Name), path.Dir(b.Name))
+	})
+	return compile.Subset(&compile.Plan{Manifest: &gm, Data: sub.Data, PreMessage: sub.PreMessage, PostMessage: sub.PostMessage}, keys)
 }
 
 // independentFile reports whether r is a file resource whose run reads
