@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/manifold-run/manifold/resources"
@@ -105,7 +106,39 @@ type File struct {
 	// Ensure is the desired state; empty means EnsurePresent.
 	Ensure Ensure
 	Properties
+
+	// drifted is what the last check that found the file's content or
+	// metadata changed saw (see checkedFile): the apply that follows
+	// reuses its verdict while the file is unchanged since.
+	drifted atomic.Pointer[checkedFile]
 }
+
+// checkedFile is a regular file as a check saw it: its identity and
+// change times, and whether its content differed from the desired one.
+// While an lstat gives the same device, inode, size, mode, owner and
+// modification and change times, its content is the one the check read
+// (any write, truncation, chmod, chown or replacement changes one of
+// them; since Linux 6.13 ext4, xfs, btrfs and tmpfs give a change right
+// after a read of the times a fine-grained one, so not even a write in
+// the same clock tick is missed), so the apply after the check need not
+// read and compare it again, nor diff it: the engine reports the check's
+// diff. Whatever it finds, an apply writes the desired content when the
+// check found it differing, and the engine's re-check reads the file
+// back, so a stale verdict can never leave a wrong file reported right.
+type checkedFile struct {
+	st      syscall.Stat_t
+	differs bool
+}
+
+// sameFile reports whether a and b describe the same, unchanged file.
+func sameFile(a, b *syscall.Stat_t) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size && a.Mode == b.Mode &&
+		a.Uid == b.Uid && a.Gid == b.Gid && a.Mtim == b.Mtim && a.Ctim == b.Ctim
+}
+
+// checkReads counts the contents the file type read to compare them
+// (tests).
+var checkReads atomic.Int64
 
 var _ resources.Resource = (*File)(nil)
 
@@ -322,23 +355,37 @@ func (f *File) present(ctx context.Context, d *safefs.Dir, name string, env *res
 	)
 	have := metaOf(fi)
 	contentDiffers := false
+	st, _ := fi.Sys().(*syscall.Stat_t)
 	if manageContent {
-		current, err := readNoFollow(td, tname, fi)
-		if err != nil {
-			return resources.Result{}, err
+		if seen := f.drifted.Load(); apply && st != nil && target == f.Path && seen != nil && sameFile(&seen.st, st) {
+			// Unchanged since the check that found it drifted: its verdict
+			// holds, its diff is the one reported.
+			contentDiffers = seen.differs
+		} else {
+			current, err := readNoFollow(td, tname, fi)
+			if err != nil {
+				return resources.Result{}, err
+			}
+			checkReads.Add(1)
+			if contentDiffers = !bytes.Equal(current, content); contentDiffers {
+				diff = f.diff(ctx, target, true, fi.Mode(), current, content, want.perm(have.mode))
+			}
 		}
-		if contentDiffers = !bytes.Equal(current, content); contentDiffers {
+		if contentDiffers {
 			changes = append(changes, verb(apply, "update content", "updated content"))
-			diff = f.diff(ctx, target, true, fi.Mode(), current, content, want.perm(have.mode))
 		}
 	}
 	metaChanges := want.differences(have)
 	changes = append(changes, metaChanges...)
+	f.drifted.Store(nil)
 	if len(changes) == 0 {
 		return resources.Result{}, nil
 	}
 	res := resources.Result{Changed: true, Message: strings.Join(changes, ", "), Diff: diff}
 	if !apply {
+		if st != nil && target == f.Path {
+			f.drifted.Store(&checkedFile{st: *st, differs: contentDiffers})
+		}
 		return res, nil
 	}
 	if contentDiffers {

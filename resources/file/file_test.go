@@ -386,17 +386,17 @@ func TestValidate(t *testing.T) {
 	content := "x"
 	tests := []struct {
 		name string
-		f    File
+		f    *File
 		want string
 	}{
-		{"relative", File{Path: "etc/motd"}, `name "etc/motd": must be an absolute path`},
-		{"root", File{Path: "/", Ensure: EnsureAbsent}, "refusing to manage the root directory"},
-		{"bad ensure", File{Path: "/x", Ensure: "link"}, `ensure "link": must be present, absent or directory`},
-		{"content and source", File{Path: "/x", Properties: Properties{Content: &content, Source: "s"}}, "mutually exclusive"},
-		{"content on absent", File{Path: "/x", Ensure: EnsureAbsent, Properties: Properties{Content: &content}}, "apply only to ensure present"},
-		{"bad mode", File{Path: "/x", Properties: Properties{Mode: "rw-r--r--"}}, `mode "rw-r--r--": want an octal mode`},
-		{"mode too big", File{Path: "/x", Properties: Properties{Mode: "17777"}}, `mode "17777"`},
-		{"ok", File{Path: "/x", Properties: Properties{Mode: "0o644"}}, ""},
+		{"relative", &File{Path: "etc/motd"}, `name "etc/motd": must be an absolute path`},
+		{"root", &File{Path: "/", Ensure: EnsureAbsent}, "refusing to manage the root directory"},
+		{"bad ensure", &File{Path: "/x", Ensure: "link"}, `ensure "link": must be present, absent or directory`},
+		{"content and source", &File{Path: "/x", Properties: Properties{Content: &content, Source: "s"}}, "mutually exclusive"},
+		{"content on absent", &File{Path: "/x", Ensure: EnsureAbsent, Properties: Properties{Content: &content}}, "apply only to ensure present"},
+		{"bad mode", &File{Path: "/x", Properties: Properties{Mode: "rw-r--r--"}}, `mode "rw-r--r--": want an octal mode`},
+		{"mode too big", &File{Path: "/x", Properties: Properties{Mode: "17777"}}, `mode "17777"`},
+		{"ok", &File{Path: "/x", Properties: Properties{Mode: "0o644"}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
