@@ -38,7 +38,7 @@ type refKey struct{ typ, name string }
 // The dependencies are appended to deps[:0] (a buffer reused across
 // resources). near remembers the last directory whose nearest managed
 // ancestor was looked for: the files of a manifest are mostly siblings.
-func implicitDeps(r *schemas.Resource, files map[string]bool, near *nearestDir, deps []autoDep) []autoDep {
+func implicitDeps(r *schemas.Resource, files func(dir string) bool, near *nearestDir, deps []autoDep) []autoDep {
 	deps = deps[:0]
 	str := func(prop string) (string, bool) {
 		s, ok := r.Properties[prop].(string)
@@ -104,13 +104,13 @@ type nearestDir struct {
 }
 
 // of returns the nearest of files at or above dir (clean and absolute).
-func (n *nearestDir) of(dir string, files map[string]bool) (string, bool) {
+func (n *nearestDir) of(dir string, files func(dir string) bool) (string, bool) {
 	if n.known && n.dir == dir {
 		return n.found, n.ok
 	}
 	n.dir, n.found, n.ok, n.known = dir, "", false, true
 	for p := dir; ; p = path.Dir(p) {
-		if files[p] {
+		if files(p) {
 			n.found, n.ok = p, true
 			break
 		}
@@ -137,14 +137,22 @@ func isNumeric(s string) bool {
 //
 // byName maps each (type, name) to its first resource (refIndex.names).
 func autoEdges(m *schemas.Manifest, p *Plan, byName map[refKey]int) {
-	files := map[string]bool{}
 	for i := range m.Resources {
 		r := &m.Resources[i]
 		r.AutoRequire, r.AutoSkipped = nil, nil
-		if r.Type == "file" && r.Ensure != "absent" && (r.AutoEdge == nil || *r.AutoEdge) &&
-			!template.HasTemplate(r.Name) && path.IsAbs(r.Name) {
-			files[path.Clean(r.Name)] = true
+	}
+	// files reports whether a managed directory (a file resource, not
+	// absent, with automatic edges) is named dir, a clean absolute path.
+	// Names of path types were cleaned (schemas.CheckReferences) and no
+	// two resources of a type share one, so the index answers: no map of
+	// the file names is made.
+	files := func(dir string) bool {
+		i, ok := byName[refKey{"file", dir}]
+		if !ok {
+			return false
 		}
+		r := &m.Resources[i]
+		return r.Ensure != "absent" && (r.AutoEdge == nil || *r.AutoEdge) && !template.HasTemplate(r.Name)
 	}
 	var g *reach
 	var deps []autoDep

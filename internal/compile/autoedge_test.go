@@ -2,6 +2,7 @@ package compile
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,4 +204,28 @@ func TestAutoEdgesAtScale(t *testing.T) {
 		requireAcyclic(t, p)
 		t.Logf("%s: %d automatic edges among %d resources in %s", name, got, len(m.Resources), elapsed)
 	}
+}
+
+// TestAutoEdgesOverCleanedNames: a directory written with "//", "." or a
+// trailing slash is still the managed parent (names of path types are
+// cleaned before the graph; the index of names answers), an absent or
+// autoedge: false one is not, and many siblings find theirs.
+func TestAutoEdgesOverCleanedNames(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("ordering: graph\nresources:\n  - file:\n")
+	b.WriteString("      - /srv//app/./: {ensure: directory}\n")
+	b.WriteString("      - /srv/gone: {ensure: absent}\n")
+	b.WriteString("      - /srv/manual: {ensure: directory, autoedge: false}\n")
+	for i := range 50 {
+		fmt.Fprintf(&b, "      - /srv/app/f%d: {content: x}\n", i)
+	}
+	b.WriteString("      - /srv/gone/x: {content: x}\n      - /srv/manual/y: {content: x}\n      - /srv/app/sub/z: {content: x}\n")
+	p, err := compileSrc(t, "m.yaml", b.String(), Opts{})
+	require.NoError(t, err)
+	want := map[string][]string{"file#/srv/app/sub/z": {"file#/srv/app"}}
+	for i := range 50 {
+		want[fmt.Sprintf("file#/srv/app/f%d", i)] = []string{"file#/srv/app"}
+	}
+	require.Equal(t, want, autoOf(p))
 }
