@@ -101,7 +101,10 @@ func (r *FleetRow) Line(resources int) string {
 }
 
 // MemoryLine is the memory-flatness summary of the size: the server's and
-// the coordinator's RSS after the first and the last run.
+// the coordinator's RSS after the first and the last run, and the
+// server's highest RSS after a run of the first and of the second half of
+// the runs (server_rss_flat: the second half's stays within
+// rssFlatMargin of the first half's; with fewer than 4 runs, unknown).
 func (r *FleetRow) MemoryLine() string {
 	first := func(s []int64) float64 {
 		if len(s) == 0 {
@@ -109,8 +112,43 @@ func (r *FleetRow) MemoryLine() string {
 		}
 		return float64(s[0]) / 1024
 	}
-	return fmt.Sprintf("fleet hosts=%d runs=%d server_rss_mb_first=%.0f server_rss_mb_last=%.0f coordinator_rss_mb_first=%.0f coordinator_rss_mb_last=%.0f",
-		r.Hosts, len(r.Walls), first(r.ServerRSSKiB), float64(last(r.ServerRSSKiB))/1024, first(r.CoordRSSKiB), float64(last(r.CoordRSSKiB))/1024)
+	h1, h2 := halvesMax(r.ServerRSSKiB)
+	flat := "unknown"
+	if len(r.ServerRSSKiB) >= 4 {
+		flat = strconv.FormatBool(rssFlat(r.ServerRSSKiB))
+	}
+	return fmt.Sprintf("fleet hosts=%d runs=%d server_rss_mb_first=%.0f server_rss_mb_last=%.0f coordinator_rss_mb_first=%.0f coordinator_rss_mb_last=%.0f server_rss_mb_max_first_half=%.0f server_rss_mb_max_second_half=%.0f server_rss_flat=%s",
+		r.Hosts, len(r.Walls), first(r.ServerRSSKiB), float64(last(r.ServerRSSKiB))/1024, first(r.CoordRSSKiB), float64(last(r.CoordRSSKiB))/1024,
+		float64(h1)/1024, float64(h2)/1024, flat)
+}
+
+// rssFlatMargin is how much higher than in the first half of the runs
+// the server's RSS may be in the second half for memory to count as
+// flat: the file store's block buffers and the collector's headroom move
+// it by tens of MB from one run to the next whatever is kept.
+const rssFlatMargin = 0.10
+
+// halvesMax returns the highest of the first half of s and of the second
+// (the middle one, of an odd count, in the first).
+func halvesMax(s []int64) (first, second int64) {
+	mid := (len(s) + 1) / 2
+	for i, v := range s {
+		if i < mid {
+			first = max(first, v)
+		} else {
+			second = max(second, v)
+		}
+	}
+	return first, second
+}
+
+// rssFlat reports whether RSS samples after consecutive runs are flat:
+// the second half's highest within rssFlatMargin of the first half's.
+// Memory that grows with every run fails it once the runs are several
+// times what the first run's RSS can absorb.
+func rssFlat(s []int64) bool {
+	first, second := halvesMax(s)
+	return float64(second) <= float64(first)*(1+rssFlatMargin)
 }
 
 // idleWindow is how long idle hosts are measured before the first run.

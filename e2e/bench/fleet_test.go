@@ -229,3 +229,32 @@ func TestHostsStartTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestRSSFlat: server RSS after consecutive runs counts as flat when the
+// second half's highest stays within rssFlatMargin of the first half's,
+// and MemoryLine says so (unknown below 4 runs).
+func TestRSSFlat(t *testing.T) {
+	for _, c := range []struct {
+		rss  []int64
+		flat bool
+	}{
+		{[]int64{270, 320, 420, 380, 440, 400, 430, 460}, true},  // 440 -> 460: +4.5 %
+		{[]int64{270, 300, 330, 360, 390, 420, 450, 480}, false}, // grows every run
+		{[]int64{400, 300, 300, 300, 439, 300}, true},            // the margin: 440 allowed
+		{[]int64{400, 300, 300, 300, 441, 300}, false},
+		{[]int64{100, 300, 200}, true}, // odd count: the middle one is in the first half
+		{[]int64{100, 200, 300}, false},
+	} {
+		if got := rssFlat(c.rss); got != c.flat {
+			t.Errorf("rssFlat(%v) = %v, want %v", c.rss, got, c.flat)
+		}
+	}
+	row := &FleetRow{Hosts: 10, Walls: make([]time.Duration, 4), ServerRSSKiB: []int64{100 << 10, 200 << 10, 150 << 10, 210 << 10}}
+	if got, want := row.MemoryLine(), "server_rss_mb_max_first_half=200 server_rss_mb_max_second_half=210 server_rss_flat=true"; !strings.HasSuffix(got, want) {
+		t.Errorf("MemoryLine() = %q, want it to end with %q", got, want)
+	}
+	row.ServerRSSKiB = row.ServerRSSKiB[:3]
+	if got := row.MemoryLine(); !strings.HasSuffix(got, "server_rss_flat=unknown") {
+		t.Errorf("MemoryLine() with 3 runs = %q, want server_rss_flat=unknown", got)
+	}
+}
