@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -178,4 +181,83 @@ func TestForgedOutcomeInABatchIsRefused(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("honest %d", k), r.Message, "%+v", r)
 		require.Empty(t, r.Error)
 	}
+}
+
+// BenchmarkSegmentOutcomes measures what a coordinator spends on the
+// outcomes of a run in manifest order (1,024 files: four segments of
+// 256), answered by the benchmark as a worker would, one message per
+// resource (as a worker of an earlier version) or one batch per segment:
+// CPU time of the whole process (coordinator, server, the answering)
+// per resource, the run's intake and compile included in both.
+//
+//	go test ./coordinator -run '^$' -bench SegmentOutcomes -benchtime 10x
+func BenchmarkSegmentOutcomes(b *testing.B) {
+	const n = 1024
+	var m strings.Builder
+	m.WriteString("resources:\n  - file:\n")
+	for i := range n {
+		fmt.Fprintf(&m, "      - /nonexistent/bench/f%d: {content: \"x\\n\"}\n", i)
+	}
+	for _, batched := range []bool{false, true} {
+		name := "one-each"
+		if batched {
+			name = "batched"
+		}
+		b.Run(name, func(b *testing.B) {
+			_, bs := bustest.Start(b, bus.Config{})
+			startBenchCoordinator(b, bs)
+			c, err := bs.TaskConsumer(b.Context(), bus.DefaultPool)
+			require.NoError(b, err)
+			b.ReportAllocs()
+			var cpu time.Duration
+			for b.Loop() {
+				c0 := cpuTime()
+				runID := coordinator.NewRunID()
+				require.NoError(b, bs.SubmitRun(b.Context(), bus.RunRequest{RunID: runID, ManifestName: "m.yaml", ManifestYAML: m.String()}, runID))
+				ctx, cancel := context.WithTimeout(b.Context(), runDeadline)
+				for answered := 0; answered < n; {
+					d, err := c.Next(ctx)
+					require.NoError(b, err, "answered %d", answered)
+					var task bus.Task
+					require.NoError(b, bus.Decode(d.Data(), &task))
+					var ps []*bus.Pending
+					ob := bs.NewOutcomeBatch(b.Context(), task.RunID, bus.OutcomeBatchOpts{FlushAfter: -1})
+					for k := 0; k <= len(task.Segment); k++ {
+						o := answer(task, k, token(task, k), "ok")
+						o.Status, o.Changed = bus.TaskStable, false
+						bus.SignOutcome(&o, token(task, k))
+						if batched {
+							ob.Add(o)
+						} else {
+							ps = append(ps, bs.PublishOutcomeAsync(b.Context(), o))
+						}
+					}
+					answered += 1 + len(task.Segment)
+					for _, p := range append(ps, ob.Close()...) {
+						require.NoError(b, p.Wait(b.Context()))
+					}
+					require.NoError(b, d.Ack(b.Context()))
+				}
+				require.NoError(b, bs.FollowEvents(ctx, runID, func(ev bus.Event) bool { return ev.Kind != bus.EventRunFinished }))
+				cancel()
+				cpu += cpuTime() - c0
+			}
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N)/n, "cpu-µs/resource")
+		})
+	}
+}
+
+// startBenchCoordinator starts a coordinator on b, logging nothing.
+func startBenchCoordinator(b *testing.B, bs *bus.Bus) {
+	c, err := coordinator.New(coordinator.Config{Bus: bs, Name: "coord-bench", Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(b, err)
+	require.NoError(b, c.Start(b.Context()))
+	b.Cleanup(c.Stop)
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
