@@ -261,3 +261,61 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestSegmentRunAnsweredInBatches: a run of 300 files in manifest order
+// (two segments) through a real worker: the outcomes travel in a few
+// messages, and what users see is as before: a task_finished event per
+// resource, in order, each counting done, and a report line per
+// resource.
+func TestSegmentRunAnsweredInBatches(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	dir := t.TempDir()
+	const n = 300
+	var m strings.Builder
+	m.WriteString("resources:\n  - file:\n")
+	for i := range n {
+		fmt.Fprintf(&m, "      - %s/f%03d: {content: \"%d\\n\"}\n", dir, i, i)
+	}
+	runID := coordinator.NewRunID()
+	msgs := make(chan *nats.Msg, 2*n)
+	sub, err := tb.bus.Conn().ChanSubscribe(bus.OutcomeSubject(runID), msgs)
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(t, tb.bus.Conn().Flush())
+	tb.submit(t, m.String(), func(r *bus.RunRequest) { r.RunID = runID })
+	rep, events := tb.wait(t, runID)
+	require.Equal(t, coordinator.RunSucceeded, rep.Status, "%+v", rep)
+	require.Equal(t, n, rep.Counts.Changed)
+	require.Len(t, rep.Resources, n)
+
+	done := 0
+	for _, ev := range events {
+		if ev.Kind != bus.EventTaskFinished {
+			continue
+		}
+		require.NotNil(t, ev.Task)
+		require.Equal(t, done, *ev.Task, "task_finished in order")
+		done++
+		require.Equal(t, done, ev.Done)
+		require.Equal(t, "changed", ev.Status)
+		require.Equal(t, "worker-test", ev.Worker)
+	}
+	require.Equal(t, n, done, "a task_finished per resource")
+
+	outcomes, messages := 0, 0
+	for len(msgs) > 0 {
+		var o bus.Outcome
+		require.NoError(t, bus.Decode((<-msgs).Data, &o))
+		messages++
+		if o.Kind == bus.FactBatch {
+			outcomes += len(o.Outcomes)
+		} else {
+			outcomes++
+		}
+	}
+	require.Equal(t, n, outcomes)
+	// Two segments: two batches, a few more if a batch was published
+	// after BatchFlushAfter on a loaded machine.
+	require.Less(t, messages, 20, "outcome messages for %d resources", n)
+}
