@@ -35,40 +35,112 @@ func isYAMLName(filename string) bool {
 // parseFast parses a YAML manifest on the fast path; ok is false when it
 // is left to the full path (outside the subset, or not valid).
 func parseFast(s *schema, filename string, src []byte) (*Manifest, bool) {
-	root, ok := parseSubset(src)
+	if m, ok, again := parseFastStreaming(s, filename, src, streamItems); !again {
+		return m, ok
+	}
+	m, ok, _ := parseFastStreaming(s, filename, src, false)
+	return m, ok
+}
+
+// streamItems turns streaming the items of block entries off (tests
+// compare both ways).
+var streamItems = true
+
+// parseFastStreaming is parseFast, the items of the resources' block
+// entries made into resources as they are read when stream is set; again
+// says to parse without: the manifest has manifest-level defaults, which
+// the items need first.
+func parseFastStreaming(s *schema, filename string, src []byte, stream bool) (m *Manifest, ok, again bool) {
+	tf := token.NewFile(filename, -1, len(src))
+	p := &loader{s: s, filename: filename, empty: s.ctx.CompileString("{}"), sub: []*ynode{}, tf: tf}
+	var sink itemSink
+	if stream {
+		tf.SetLinesForContent(src)
+		sink = p
+	}
+	root, ok := parseSubsetTo(src, sink)
 	if !ok || root.kind != ymap {
-		return nil, false
+		// Streamed items may have failed for want of manifest-level
+		// defaults: the plain subset reader decides.
+		return nil, false, len(p.streams) > 0
+	}
+	if len(p.streams) > 0 && (root.get("defaults") != nil || root.get("ccm").get("defaults") != nil) {
+		return nil, false, true
 	}
 	list := root.get("resources")
 	if ccm := root.get("ccm"); list == nil && ccm != nil {
 		list = ccm.get("resources")
 	}
 	if list != nil && list.kind != yseq {
-		return nil, false
+		return nil, false, false
 	}
-	tf := token.NewFile(filename, -1, len(src))
-	tf.SetLinesForContent(src)
+	if !stream {
+		tf.SetLinesForContent(src)
+	}
 	b := astBuilder{tf: tf, list: list}
 	doc := s.ctx.BuildExpr(b.expr(root))
 	if doc.Err() != nil {
-		return nil, false
+		return nil, false, false
 	}
-	p := &loader{s: s, filename: filename, empty: s.ctx.CompileString("{}"), sub: []*ynode{}}
 	if list != nil {
 		p.sub = list.vals
 		if p.sub == nil {
 			p.sub = []*ynode{}
 		}
 	}
-	p.tf = tf
-	m := p.manifest(doc)
+	m = p.manifest(doc)
 	if p.bail || len(p.errs.errs) > 0 {
-		return nil, false
+		return nil, false, false
 	}
 	if fastParsed != nil {
 		fastParsed(p.validated)
 	}
-	return m, true
+	return m, true, false
+}
+
+// streamedBlock is a block-shape entry whose items were made into
+// resources as they were read (itemSink).
+type streamedBlock struct {
+	seq  *ynode
+	typ  string
+	def  cue.Value
+	path string
+	// defaults are the entry's defaults so far; out its resources.
+	defaults []field
+	out      []Resource
+}
+
+// streamedCount is how many resources the streamed entries made.
+func (p *loader) streamedCount() int {
+	n := 0
+	for _, b := range p.streams {
+		n += len(b.out)
+	}
+	return n
+}
+
+// blockType implements itemSink.
+func (p *loader) blockType(key string) bool {
+	_, ok := p.s.types[key]
+	return ok
+}
+
+// item implements itemSink: blockSub, one item at a time.
+func (p *loader) item(seq *ynode, ccm bool, entry int, typ string, j, left int, item *ynode) bool {
+	b := p.streaming
+	if b == nil || b.seq != seq {
+		list := "resources"
+		if ccm {
+			list = "ccm.resources"
+		}
+		b = &streamedBlock{seq: seq, typ: typ, def: p.s.types[typ], path: join(list+"["+strconv.Itoa(entry)+"]", typ), defaults: p.defaults[typ],
+			out: make([]Resource, 0, left)}
+		if p.streams == nil {
+			p.streams = map[*ynode]*streamedBlock{}
+		}
+		p.streams[seq], p.streaming = b, b
+	}
+	return p.blockItem(b, j, item) && !p.bail
 }
 
 // fastParsed, a test hook, is told how many resources a parse the fast
@@ -165,7 +237,16 @@ func countSub(entries []*ynode) int {
 // flat, block and single shapes when they are valid; anything else sets
 // p.bail.
 func (p *loader) resourcesSub(entries []*ynode, path string) []Resource {
-	out := make([]Resource, 0, countSub(entries))
+	if len(entries) == 1 && len(p.streams) == 1 {
+		// One block entry, streamed (e2e/bench's manifests): its
+		// resources are the manifest's, not copied.
+		if e := entries[0]; e.kind == ymap && len(e.keys) == 1 {
+			if b, ok := p.streams[e.vals[0]]; ok {
+				return b.out
+			}
+		}
+	}
+	out := make([]Resource, 0, countSub(entries)+p.streamedCount())
 	for i, e := range entries {
 		if p.bail {
 			return nil
@@ -209,6 +290,10 @@ func (p *loader) resourcesSub(entries []*ynode, path string) []Resource {
 				out = append(out, r)
 			}
 		case v.kind == yseq:
+			if b, ok := p.streams[v]; ok {
+				out = append(out, b.out...)
+				continue
+			}
 			out = p.blockSub(out, typ, def, v.vals, bp)
 		default:
 			p.bail = true
@@ -220,50 +305,59 @@ func (p *loader) resourcesSub(entries []*ynode, path string) []Resource {
 
 // blockSub is block over the subset's items of a block-shape list.
 func (p *loader) blockSub(out []Resource, typ string, def cue.Value, items []*ynode, path string) []Resource {
-	defaults := p.defaults[typ]
+	b := streamedBlock{typ: typ, def: def, path: path, defaults: p.defaults[typ], out: out}
 	for j, item := range items {
-		if p.bail {
+		if p.bail || !p.blockItem(&b, j, item) {
 			return nil
-		}
-		if item.kind != ymap || len(item.keys) != 1 {
-			p.bail = true
-			return nil
-		}
-		name, props := item.keys[0].val.(string), item.vals[0]
-		if props.kind == yscalar && props.val == nil {
-			props = nil
-		} else if props.kind != ymap {
-			p.bail = true
-			return nil
-		}
-		np, pos := path+"["+strconv.Itoa(j)+"]."+name, p.subPos(item.keys[0])
-		if name == defaultsName {
-			pv := p.empty
-			if props != nil {
-				pv = p.subValue(props)
-			}
-			nameField := field{label: "name", value: p.s.ctx.Encode(defaultsName), pos: pos}
-			_, used, ok := p.build(def, pv, np, pos, []field{nameField}, []string{"name"})
-			if !ok {
-				p.bail = true
-				return nil
-			}
-			var block []field
-			for _, f := range used {
-				if f.label != "name" {
-					block = append(block, f)
-				}
-			}
-			defaults = overlay(p.defaults[typ], block)
-			continue
-		}
-		// Made in place: a Resource is some 270 bytes.
-		out = append(out, Resource{})
-		if !p.resourceSubInto(&out[len(out)-1], typ, def, props, np, pos, defaults, item.keys[0].val) {
-			out = out[:len(out)-1]
 		}
 	}
-	return out
+	return b.out
+}
+
+// blockItem makes the j-th item of a block-shape list into a resource
+// appended to b.out, or into b's defaults; false when it leaves the
+// manifest to the full path (p.bail).
+func (p *loader) blockItem(b *streamedBlock, j int, item *ynode) bool {
+	if item.kind != ymap || len(item.keys) != 1 {
+		p.bail = true
+		return false
+	}
+	typ, def := b.typ, b.def
+	name, props := item.keys[0].val.(string), item.vals[0]
+	if props.kind == yscalar && props.val == nil {
+		props = nil
+	} else if props.kind != ymap {
+		p.bail = true
+		return false
+	}
+	np, pos := b.path+"["+strconv.Itoa(j)+"]."+name, p.subPos(item.keys[0])
+	if name == defaultsName {
+		pv := p.empty
+		if props != nil {
+			pv = p.subValue(props)
+		}
+		nameField := field{label: "name", value: p.s.ctx.Encode(defaultsName), pos: pos}
+		_, used, ok := p.build(def, pv, np, pos, []field{nameField}, []string{"name"})
+		if !ok {
+			p.bail = true
+			return false
+		}
+		var block []field
+		for _, f := range used {
+			if f.label != "name" {
+				block = append(block, f)
+			}
+		}
+		b.defaults = overlay(p.defaults[typ], block)
+		return true
+	}
+	// Made in place: a Resource is some 270 bytes.
+	b.out = append(b.out, Resource{})
+	if !p.resourceSubInto(&b.out[len(b.out)-1], typ, def, props, np, pos, b.defaults, item.keys[0].val) {
+		b.out = b.out[:len(b.out)-1]
+		return false
+	}
+	return true
 }
 
 // resourceSub is resource over a subset mapping of properties (nil for

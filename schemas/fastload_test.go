@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -263,4 +264,108 @@ func BenchmarkParseBenchManifest(b *testing.B) {
 			})
 		}
 	}
+}
+
+// The items of block entries, made into resources as they are read
+// (their nodes reused), give what the tree gives and what the full path
+// gives: block defaults, several entries among flat ones, ccm.resources,
+// manifest-level defaults before or after the list (parsed again without
+// streaming), an item the fast path cannot take, big property maps,
+// nested collections.
+func TestStreamedItemsMatch(t *testing.T) {
+	var big strings.Builder
+	big.WriteString("resources:\n  - file:\n      - defaults: {mode: \"0600\"}\n")
+	for i := range 300 {
+		fmt.Fprintf(&big, "      - /tmp/s/f%d:\n          content: \"%d\"\n          require: [\"file#/tmp/s/f0\"]\n", i, i)
+		if i == 150 {
+			big.WriteString("      - defaults: {mode: \"0644\", owner: nobody}\n")
+		}
+	}
+	var wide strings.Builder
+	wide.WriteString("resources:\n  - exec:\n      - /bin/true:\n          environment:\n")
+	for i := range 40 {
+		fmt.Fprintf(&wide, "            - K%d=v\n", i)
+	}
+	wide.WriteString("          health_checks:\n            - {command: /bin/true, name: ok}\n      - /bin/false: {}\n")
+	cases := map[string]string{
+		"big":  big.String(),
+		"wide": wide.String(),
+		"mixed": `resources:
+  - {type: file, name: /tmp/a, content: a}
+  - file:
+      - /tmp/b: {content: b}
+      -
+        /tmp/c:
+          content: c
+  - exec:
+      - echo: {command: /bin/echo}
+  - package:
+      - nginx: {}
+  - file:
+      - /tmp/d:
+`,
+		"ccm":            "ccm:\n  resources:\n    - file:\n        - /tmp/x: {content: x}\n        - /tmp/y: {content: y}\n",
+		"defaults first": "defaults:\n  file: {owner: app}\nresources:\n  - file:\n      - /tmp/x: {content: x}\n",
+		"defaults after": "resources:\n  - file:\n      - /tmp/x: {content: x}\ndefaults:\n  file: {owner: app, mode: \"0600\"}\n",
+		"ccm defaults":   "ccm:\n  resources:\n    - file:\n        - /tmp/x: {content: x}\n  defaults:\n    file: {owner: app}\n",
+		"required from defaults": `resources:
+  - exec:
+      - echo: {}
+defaults:
+  exec: {command: /bin/echo}
+`,
+		"bad item":   "resources:\n  - file:\n      - /tmp/x: {content: x}\n      - /tmp/y: {mdoe: \"0644\"}\n      - /tmp/z: {content: z}\n",
+		"item shape": "resources:\n  - file:\n      - /tmp/x: {content: x}\n      - just a string\n",
+		"flat list":  "resources:\n  - type: file\n    name: /tmp/x\n    require:\n      - file#/tmp/y\n  - file:\n      - /tmp/y: {content: y}\n",
+	}
+	s, err := newSchema()
+	require.NoError(t, err)
+	for name, src := range cases {
+		streamed, sok := parseFast(s, "m.yaml", []byte(src))
+		streamItems = false
+		tree, tok := parseFast(s, "m.yaml", []byte(src))
+		streamItems = true
+		require.Equal(t, tok, sok, name)
+		require.Equal(t, tree, streamed, name)
+		fastPath = false
+		full, ferr := parseUnchecked("m.yaml", []byte(src))
+		fastPath = true
+		if sok {
+			require.NoError(t, ferr, name)
+			require.Equal(t, full, streamed, name)
+		}
+	}
+	for _, name := range []string{"big", "wide", "mixed", "ccm", "defaults first", "defaults after", "ccm defaults", "required from defaults", "flat list"} {
+		_, ok := parseFast(s, "m.yaml", []byte(cases[name]))
+		require.True(t, ok, "%s should take the fast path", name)
+	}
+}
+
+// Streaming a block's items reuses their nodes: a 2,000-file block
+// parses in less than three quarters of the bytes it takes with its tree
+// (2.5 against 3.7 MB).
+func TestStreamedItemsSpareTheTree(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("data: {greeting: hello}\nresources:\n  - file:\n")
+	b.WriteString("      - defaults: {ensure: present, owner: nobody, group: nogroup, mode: \"0644\"}\n")
+	for i := range 2000 {
+		fmt.Fprintf(&b, "      - /tmp/s/f%06d.conf:\n          content: \"{{ lookup('data.greeting') }} from file %d\\n\"\n", i, i)
+	}
+	src := []byte(b.String())
+	s, err := newSchema()
+	require.NoError(t, err)
+	bytesOf := func(stream bool) uint64 {
+		streamItems = stream
+		defer func() { streamItems = true }()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, ok := parseFast(s, "m.yaml", src)
+		runtime.ReadMemStats(&after)
+		require.True(t, ok)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	bytesOf(true) // the shapes' CUE values, once
+	streamed, tree := bytesOf(true), bytesOf(false)
+	t.Logf("2,000 files: %d bytes streamed, %d with the tree", streamed, tree)
+	require.Less(t, streamed, tree*3/4)
 }

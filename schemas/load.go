@@ -153,6 +153,11 @@ type loader struct {
 	// (defaultScalars); lastFree the last type's answers of unconstrained.
 	lastDefaults cachedDefaults
 	lastFree     freeOfType
+	// streams are the block-shape entries whose items were made into
+	// resources as they were read, by their sequence; streaming the one
+	// being read.
+	streams   map[*ynode]*streamedBlock
+	streaming *streamedBlock
 	// validated counts the resources validated with CUE.
 	validated int
 }
@@ -216,7 +221,7 @@ func (p *loader) manifest(doc cue.Value) *Manifest {
 			n = countEntries(p.entries)
 		}
 		if p.sub != nil {
-			n = countSub(p.sub)
+			n = countSub(p.sub) + p.streamedCount()
 		}
 		if n > MaxResources {
 			p.errs.add(&Error{

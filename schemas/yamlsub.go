@@ -78,7 +78,65 @@ type subsetParser struct {
 	keys map[string]any
 	// buf is scratch for quoted scalars with escapes.
 	buf []byte
+
+	// sink, when set, receives the items of the block-shape entries of
+	// the resources list one at a time as they are parsed; their nodes
+	// are then reused (a 20,000-file block made 100,000 nodes, 9 MB,
+	// garbage once walked). next is the role of the collection parsed
+	// next (role*), entry the index of the resources entry being parsed,
+	// entryCCM whether its list is ccm.resources, itemsType its type.
+	sink      itemSink
+	next      int
+	entry     int
+	entryCCM  bool
+	inCCM     bool
+	itemsType string
 }
+
+// itemSink receives the items of block-shape entries (subsetParser.sink).
+type itemSink interface {
+	// blockType reports whether key is a resource type: an entry whose
+	// first key it is has its items streamed.
+	blockType(key string) bool
+	// item takes the j-th item of the sequence seq of a block-shape entry
+	// of type typ, the entry-th of the resources list (ccm.resources when
+	// ccm); left is at least the number of items from this one on. The
+	// item's nodes are reused once it returns; false stops the parse (the
+	// manifest is left to the full path).
+	item(seq *ynode, ccm bool, entry int, typ string, j, left int, item *ynode) bool
+}
+
+// Roles of collections, for streaming a block's items (subsetParser.sink).
+const (
+	roleNone      = iota
+	roleRoot      // the document's mapping
+	roleCCM       // ccm's mapping
+	roleResources // a resources sequence
+	roleEntry     // an entry of the resources sequence
+	roleItems     // the items of a block-shape entry
+)
+
+// slabMark is where the node chunks stood before an item was parsed.
+type slabMark struct {
+	slab []ynode
+	ptrs []*ynode
+}
+
+// mark returns the chunks' state before a streamed item, with room made
+// for a typical item in the current chunks.
+func (p *subsetParser) mark() slabMark {
+	if cap(p.slab)-len(p.slab) < 64 {
+		p.slab = make([]ynode, 0, 256)
+	}
+	if cap(p.ptrs)-len(p.ptrs) < 128 {
+		p.ptrs = make([]*ynode, 0, 1024)
+	}
+	return slabMark{p.slab, p.ptrs}
+}
+
+// reset gives the nodes made since m back for the next item: nothing
+// points to them any more.
+func (p *subsetParser) reset(m slabMark) { p.slab, p.ptrs = m.slab, m.ptrs }
 
 // mk returns a new node holding n.
 func (p *subsetParser) mk(n ynode) *ynode {
@@ -98,11 +156,15 @@ const maxSubsetDepth = 64
 
 // parseSubset parses src, returning its root node, or ok false when src
 // is not in the subset (or not valid YAML).
-func parseSubset(src []byte) (*ynode, bool) {
+func parseSubset(src []byte) (*ynode, bool) { return parseSubsetTo(src, nil) }
+
+// parseSubsetTo is parseSubset with the items of the resources' block
+// entries handed to sink (when not nil) instead of kept in the tree.
+func parseSubsetTo(src []byte, sink itemSink) (*ynode, bool) {
 	if !subsetBytes(src) {
 		return nil, false
 	}
-	p := &subsetParser{src: src, lines: make([]int, 0, 1+len(src)/32)}
+	p := &subsetParser{src: src, lines: make([]int, 0, 1+len(src)/32), sink: sink}
 	p.lines = append(p.lines, 0)
 	for i, c := range src {
 		if c == '\n' && i+1 < len(src) {
@@ -123,6 +185,9 @@ func parseSubset(src []byte) (*ynode, bool) {
 	}
 	if p.indent(p.line) != 0 {
 		return nil, false
+	}
+	if sink != nil {
+		p.next = roleRoot
 	}
 	root := p.blockNode(0, 0)
 	if p.bad || root == nil || p.skipBlank() {
@@ -225,9 +290,38 @@ func isDash(t []byte, ind int) bool {
 
 // blockSeq parses a block sequence whose dashes are at column ind.
 func (p *subsetParser) blockSeq(ind, depth int) *ynode {
+	role := p.next
+	p.next = roleNone
 	start := p.lines[p.line] + ind
 	n := p.mk(ynode{kind: yseq, off: int32(start), line: int32(p.line + 1), col: int32(p.col(p.line, start))})
+	// A block's items are handed to the sink one by one; the entries of
+	// a resources list are told their role and index.
+	stream := role == roleItems
+	typ, entry, ccm := p.itemsType, p.entry, p.entryCCM
+	var at slabMark
+	j, left := 0, 0
+	if stream {
+		left = p.dashesFrom(p.line, ind)
+	}
+	add := func(v *ynode) {
+		p.next = roleNone
+		if !stream {
+			n.vals = append(n.vals, v)
+			return
+		}
+		if !p.bad && !p.sink.item(n, ccm, entry, typ, j, left-j, v) {
+			p.bad = true
+		}
+		j++
+		p.reset(at)
+	}
 	for !p.bad && p.skipBlank() {
+		if stream {
+			at = p.mark()
+		}
+		if role == roleResources {
+			p.next, p.entry, p.entryCCM = roleEntry, len(n.vals), p.inCCM
+		}
 		i := p.indent(p.line)
 		if i < ind {
 			break
@@ -251,7 +345,7 @@ func (p *subsetParser) blockSeq(ind, depth int) *ynode {
 				break
 			}
 			p.line++
-			n.vals = append(n.vals, p.nested(ind, false, depth))
+			add(p.nested(ind, false, depth))
 			continue
 		}
 		lineStart := p.lines[p.line]
@@ -260,14 +354,16 @@ func (p *subsetParser) blockSeq(ind, depth int) *ynode {
 			break
 		}
 		if p.isKey(t, c) {
-			n.vals = append(n.vals, p.blockMap(c, lineStart+c, depth+1))
+			add(p.blockMap(c, lineStart+c, depth+1))
 			continue
 		}
+		p.next = roleNone
 		v := p.inlineValue(lineStart+c, depth, ind)
-		n.vals = append(n.vals, v)
 		p.line++
 		p.noContinuation(ind)
+		add(v)
 	}
+	p.next = roleNone
 	return n
 }
 
@@ -389,6 +485,8 @@ func (p *subsetParser) blockMap(ind, first, depth int) *ynode {
 		p.bad = true
 		return nil
 	}
+	role := p.next
+	p.next = roleNone
 	n := p.mk(ynode{kind: ymap, off: int32(first), line: int32(p.line + 1), col: int32(p.col(p.line, first))})
 	c := first - p.lines[p.line]
 	for !p.bad {
@@ -408,15 +506,20 @@ func (p *subsetParser) blockMap(ind, first, depth int) *ynode {
 		for v < len(t) && t[v] == ' ' {
 			v++
 		}
+		if role != roleNone {
+			p.next = p.roleOf(role, key.(string), len(n.keys) == 0)
+		}
 		var val *ynode
 		if v == len(t) || t[v] == '#' {
 			p.line++
 			val = p.nested(ind, true, depth)
 		} else {
+			p.next = roleNone
 			val = p.inlineValue(lineStart+v, depth, ind)
 			p.line++
 			p.noContinuation(ind)
 		}
+		p.next = roleNone
 		p.addKey(n, kn, val)
 		if p.bad || !p.skipBlank() {
 			break
@@ -432,6 +535,37 @@ func (p *subsetParser) blockMap(ind, first, depth int) *ynode {
 		c = ind
 	}
 	return n
+}
+
+// dashesFrom counts the lines from l on whose first character is a dash
+// at column ind: at least the items left of a sequence at ind.
+func (p *subsetParser) dashesFrom(l, ind int) int {
+	n := 0
+	for ; l < len(p.lines); l++ {
+		if int(p.inds[l]) == ind && isDash(p.lineText(l), ind) {
+			n++
+		}
+	}
+	return n
+}
+
+// roleOf is the role of the value of key in a mapping of role role
+// (first: key is the mapping's first).
+func (p *subsetParser) roleOf(role int, key string, first bool) int {
+	switch {
+	case role == roleRoot && key == "resources":
+		p.inCCM = false
+		return roleResources
+	case role == roleRoot && key == "ccm":
+		return roleCCM
+	case role == roleCCM && key == "resources":
+		p.inCCM = true
+		return roleResources
+	case role == roleEntry && first && p.sink.blockType(key):
+		p.itemsType = key
+		return roleItems
+	}
+	return roleNone
 }
 
 // has reports whether a mapping has key already.
