@@ -330,7 +330,14 @@ func (p *loader) blockItem(b *streamedBlock, j int, item *ynode) bool {
 		p.bail = true
 		return false
 	}
-	np, pos := b.path+"["+strconv.Itoa(j)+"]."+name, p.subPos(item.keys[0])
+	// path[j].name, made in one allocation.
+	pb := append(p.pathBuf[:0], b.path...)
+	pb = append(pb, '[')
+	pb = strconv.AppendInt(pb, int64(j), 10)
+	pb = append(pb, "]."...)
+	pb = append(pb, name...)
+	p.pathBuf = pb
+	np, pos := string(pb), p.subPos(item.keys[0])
 	if name == defaultsName {
 		pv := p.empty
 		if props != nil {

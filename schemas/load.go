@@ -158,6 +158,8 @@ type loader struct {
 	// being read.
 	streams   map[*ynode]*streamedBlock
 	streaming *streamedBlock
+	// pathBuf is reused to make the paths of block items.
+	pathBuf []byte
 	// validated counts the resources validated with CUE.
 	validated int
 }
