@@ -64,6 +64,13 @@ func (tb *testBundle) startWorker(t *testing.T, name string) (*worker.Worker, st
 	require.NoError(t, err)
 	require.NoError(t, w.Start(t.Context()))
 	t.Cleanup(func() { within(t, "worker Kill", w.Kill) })
+	// Assignments made from now on are taken as made (trigger assign),
+	// not as found at start.
+	select {
+	case <-w.AssignmentsSynced():
+	case <-time.After(runDeadline):
+		t.Fatalf("worker %s did not read the stored assignments within %s", name, runDeadline)
+	}
 	return w, root
 }
 

@@ -78,6 +78,25 @@ type assigner struct {
 	loops  map[string]*assignLoop
 	status map[string]AssignmentStatus
 	wg     sync.WaitGroup
+
+	// synced is closed once the stored assignments have all been read
+	// (AssignmentsSynced).
+	synced     chan struct{}
+	syncedOnce sync.Once
+}
+
+// AssignmentsSynced is closed once the worker has read the assignments
+// stored when it started: an assignment made after that is taken with
+// trigger assign, one stored before with trigger start. Start returns
+// before (the listing is one more round trip a worker need not wait for);
+// closed at once when the worker leaves assignments alone.
+func (w *Worker) AssignmentsSynced() <-chan struct{} {
+	if w.assign == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return w.assign.synced
 }
 
 // assignLoop is the loop of one version of one assignment.
@@ -106,7 +125,7 @@ func newAssigner(w *Worker) (*assigner, error) {
 	}
 	log := w.log.With("component", "assignments")
 	s := &assigner{w: w, log: log, m: m, planMax: w.cfg.PlanCacheMaxBytes,
-		loops: map[string]*assignLoop{}, status: map[string]AssignmentStatus{}}
+		loops: map[string]*assignLoop{}, status: map[string]AssignmentStatus{}, synced: make(chan struct{})}
 	spoolDir := ""
 	if w.cfg.StateDir != "" {
 		s.plans, spoolDir = filepath.Join(w.cfg.StateDir, "plans"), filepath.Join(w.cfg.StateDir, "offline")
@@ -150,6 +169,7 @@ func (s *assigner) run(ctx context.Context) {
 					<-done
 				}
 				synced = true
+				s.syncedOnce.Do(func() { close(s.synced) })
 				s.publish(ctx)
 			case u.Err != nil:
 				s.log.Warn("assignment ignored: unreadable", "assignment", u.Name, "error", u.Err)
