@@ -229,3 +229,12 @@ func TestAutoEdgesOverCleanedNames(t *testing.T) {
 	}
 	require.Equal(t, want, autoOf(p))
 }
+
+func TestIsNumeric(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]bool{"": true, "0": true, "1001": true, "app": false, "10a": false, "-1": false, " 1": false, "١": false} {
+		if got := isNumeric(s); got != want {
+			t.Errorf("isNumeric(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
