@@ -140,11 +140,16 @@ func (d *Dir) CreateTemp(name string) (*os.File, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
+	// The common case, slot 0 free: it is created at once (the probe
+	// below would have stopped there, having found nothing to remove).
+	if f, err := d.createTemp(TempName(name, 0)); err == nil || !errors.Is(err, syscall.EEXIST) {
+		return f, err
+	}
 	// Slots are taken lowest first, so a writer only ever took slot k
 	// while slots 0..k-1 existed: the probe stops at the first free slot
-	// (one failed openat in the common case, not TempSlots). A killed
-	// writer's leftover in slot k is thus removed by the next write that
-	// finds the slots below it taken, at most TempSlots files per target.
+	// (not TempSlots). A killed writer's leftover in slot k is thus
+	// removed by the next write that finds the slots below it taken, at
+	// most TempSlots files per target.
 	for k := range TempSlots {
 		if !d.removeIfStale(TempName(name, k)) {
 			break
@@ -156,21 +161,28 @@ func (d *Dir) CreateTemp(name string) (*os.File, error) {
 			// Every slot taken by a live writer: a name of our own.
 			tmpName = "." + name + TempInfix + "x" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		}
-		fd, err := syscall.Openat(d.fd, tmpName, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+		f, err := d.createTemp(tmpName)
 		if errors.Is(err, syscall.EEXIST) && k < TempSlots {
 			continue
 		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "create", Path: d.join(tmpName), Err: err}
-		}
-		if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
-			syscall.Close(fd)
-			_ = syscall.Unlinkat(d.fd, tmpName)
-			return nil, err
-		}
-		return os.NewFile(uintptr(fd), d.join(tmpName)), nil
+		return f, err
 	}
 	panic("unreachable")
+}
+
+// createTemp creates tmpName in d (O_EXCL, never through a link, 0600)
+// and locks it. An error wraps the create's errno (EEXIST: taken).
+func (d *Dir) createTemp(tmpName string) (*os.File, error) {
+	fd, err := syscall.Openat(d.fd, tmpName, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &fs.PathError{Op: "create", Path: d.join(tmpName), Err: err}
+	}
+	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
+		syscall.Close(fd)
+		_ = syscall.Unlinkat(d.fd, tmpName)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), d.join(tmpName)), nil
 }
 
 // tempProbes counts the slots removeIfStale looked at (tests).
