@@ -20,6 +20,25 @@ func (b *Bus) FollowEvents(ctx context.Context, runID string, fn func(Event) boo
 			filter = append(filter, EventSubject(runID, runID, k))
 		}
 	}
+	return b.followEvents(ctx, runID, filter, fn)
+}
+
+// FollowTreeEvents is FollowEvents with kinds filtering the events of
+// every run of the tree, child runs included: a follower that prints no
+// status line needs no task_dispatched event, and the server sends it
+// none. Without kinds it is FollowEvents.
+func (b *Bus) FollowTreeEvents(ctx context.Context, runID string, fn func(Event) bool, kinds ...EventKind) error {
+	filter := []string{EventsOfRun(runID)}
+	if len(kinds) > 0 {
+		filter = filter[:0]
+		for _, k := range kinds {
+			filter = append(filter, eventsOfKind(runID, k))
+		}
+	}
+	return b.followEvents(ctx, runID, filter, fn)
+}
+
+func (b *Bus) followEvents(ctx context.Context, runID string, filter []string, fn func(Event) bool) error {
 	c, err := b.js.OrderedConsumer(ctx, StreamEvents, jetstream.OrderedConsumerConfig{
 		FilterSubjects: filter,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
@@ -50,4 +69,10 @@ func (b *Bus) FollowEvents(ctx context.Context, runID string, fn func(Event) boo
 			return nil
 		}
 	}
+}
+
+// eventsOfKind returns the subject filter matching the events of one
+// kind of every run of a run tree, given its root run ID.
+func eventsOfKind(rootRunID string, kind EventKind) string {
+	return "manifold.events." + token(rootRunID) + ".*." + token(string(kind))
 }

@@ -30,6 +30,10 @@ type followOpts struct {
 	view viewFlags
 }
 
+// printedKinds are the events a progress printer without a status line
+// prints or stops at (progressPrinter.event).
+var printedKinds = []bus.EventKind{bus.EventTaskFinished, bus.EventRunRejected, bus.EventRunFinished}
+
 // endWait bounds what followRun does after ctx ended: the cancel request
 // and reading the report.
 const endWait = 5 * time.Second
@@ -44,18 +48,27 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 		live: isTerminal(st.Stdout, st.Getenv), verbose: o.view.verbose, color: useColor(st.Stdout, st.Getenv, o.view.noColor)}
 	rejected := false
 	printMessage(st, o.output, o.pre)
-	var kinds []bus.EventKind
-	if p.quiet {
-		// Nothing is printed per resource: the end is all that is needed.
-		kinds = []bus.EventKind{bus.EventRunRejected, bus.EventRunFinished}
-	}
-	err := b.FollowEvents(ctx, runID, func(ev bus.Event) bool {
+	follow := func(ev bus.Event) bool {
 		if ev.Kind == bus.EventRunRejected && ev.RunID == runID {
 			rejected = true
 		}
 		p.event(ev)
 		return !(ev.Kind == bus.EventRunFinished && ev.RunID == runID)
-	}, kinds...)
+	}
+	var err error
+	switch {
+	case p.quiet:
+		// Nothing is printed per resource: the end is all that is needed.
+		err = b.FollowEvents(ctx, runID, follow, bus.EventRunRejected, bus.EventRunFinished)
+	case !p.live:
+		// Lines per finished resource (child runs' too), no status line:
+		// no task_dispatched or run_started is read (one event per
+		// resource fewer for the server to send and this process to
+		// decode).
+		err = b.FollowTreeEvents(ctx, runID, follow, printedKinds...)
+	default:
+		err = b.FollowEvents(ctx, runID, follow)
+	}
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			err = cause
