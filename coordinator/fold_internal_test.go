@@ -6,11 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
-
-	"github.com/manifold-run/manifold/bus"
-	"github.com/manifold-run/manifold/internal/bustest"
 )
 
 // TestFanOutStartsChildrenSideBySide: a fan-out's child runs are started
@@ -117,23 +112,4 @@ func TestFanOutStartsChildrenSideBySide(t *testing.T) {
 	close(block)
 	s.take("full")
 	wg.Wait()
-}
-
-// TestRecordKeysPurgeOneRun: one purge by recordKeys removes a run's
-// record, active mark and tree count (delete markers included) and no
-// key of another run, its children's included.
-func TestRecordKeysPurgeOneRun(t *testing.T) {
-	_, b := bustest.Start(t, bus.Config{})
-	ctx := t.Context()
-	runs := b.Runs()
-	for _, k := range []string{runKey("A"), activeKey("A"), treeKey("A"), runKey("A-a1"), activeKey("A-a1"),
-		runKey("B"), activeKey("B"), idempotencyKey("A")} {
-		_, err := runs.Put(ctx, k, []byte("x"))
-		require.NoError(t, err)
-	}
-	require.NoError(t, runs.Delete(ctx, activeKey("A"))) // a marker, as deactivate leaves
-	require.NoError(t, b.PurgeKey(ctx, runs, recordKeys("A")))
-	keys, err := b.StoredKeys(ctx, runs)
-	require.NoError(t, err)
-	require.ElementsMatch(t, []string{runKey("A-a1"), activeKey("A-a1"), runKey("B"), activeKey("B"), idempotencyKey("A")}, keys)
 }

@@ -77,10 +77,11 @@ func (c *Coordinator) pruneReports(ctx context.Context) {
 // pruneOnce prunes the reports store once and reports whether to again.
 func (c *Coordinator) pruneOnce(ctx context.Context) bool {
 	n, err := c.bus.PruneReports(ctx, max(c.cfg.MaxReports, 0), max(c.cfg.ReportsMaxAge, 0), func(runID string) {
-		// Its record and active mark (or their delete markers) at once.
-		if err := c.bus.PurgeKey(ctx, c.bus.Runs(), recordKeys(runID)); err != nil {
+		if err := c.bus.PurgeKey(ctx, c.bus.Runs(), runKey(runID)); err != nil {
 			c.log.Warn("record of a pruned report not removed", "run_id", runID, "error", err)
+			return
 		}
+		_ = c.bus.PurgeKey(ctx, c.bus.Runs(), activeKey(runID))
 	})
 	if err != nil && ctx.Err() == nil {
 		c.log.Warn("reports not pruned", "error", err)
