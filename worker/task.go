@@ -173,7 +173,9 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 			return
 		}
 	}
-	if err := d.Ack(final); err != nil {
+	// Not waited for: the outcomes are durable, and a lost ack is a
+	// redelivery answered from the record (bus.Delivery.AckNoWait).
+	if err := d.AckNoWait(final); err != nil {
 		log.Warn("task ack failed; the redelivery is answered from the record", "error", err)
 	}
 }
