@@ -62,7 +62,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		task = full
 	}
 	log := w.log.With("run_id", task.RunID, "manifest", task.Manifest, "delivery", d.Attempt)
-	if w.dropCancelled(ctx, d, task, log) {
+	if w.dropCancelled(ctx, d, cancelProbe(task), log) {
 		return
 	}
 	if !w.claim(task.MsgID(), task.Resource.Ref()) {
@@ -178,6 +178,17 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	if err := d.AckNoWait(final); err != nil {
 		log.Warn("task ack failed; the redelivery is answered from the record", "error", err)
 	}
+}
+
+// cancelProbe is task as dropCancelled looks its runs up: a root run's
+// task names its run twice (RunID and RootRunID), and one look-up of the
+// cancellations bucket answers for both (a round trip per task message
+// saved).
+func cancelProbe(task bus.Task) bus.Task {
+	if task.RootRunID == task.RunID {
+		task.RootRunID = ""
+	}
+	return task
 }
 
 // endsBefore reports whether a segment ends before item: it requires a
