@@ -369,3 +369,41 @@ func TestStreamedItemsSpareTheTree(t *testing.T) {
 	t.Logf("2,000 files: %d bytes streamed, %d with the tree", streamed, tree)
 	require.Less(t, streamed, tree*3/4)
 }
+
+// countSink takes every item of the exec blocks.
+type countSink struct{ n int }
+
+func (c *countSink) blockType(key string) bool { return key == "exec" }
+func (c *countSink) item(_ *ynode, _ bool, _ int, _ string, _, _ int, _ *ynode) bool {
+	c.n++
+	return true
+}
+
+// Items bigger than what is left of a chunk of nodes (here some 255
+// nodes each, of a chunk's 256) do not take a new chunk each: the reader goes on in the
+// chunk the item overflowed into, and streaming reads in far fewer bytes
+// than the tree.
+func TestStreamedBigItems(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("resources:\n  - exec:\n")
+	for i := range 200 {
+		fmt.Fprintf(&b, "      - /bin/echo %d:\n          environment:\n", i)
+		for k := range 250 {
+			fmt.Fprintf(&b, "            - K%d=%d\n", k, i)
+		}
+	}
+	src := []byte(b.String())
+	bytesOf := func(sink itemSink) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, ok := parseSubsetTo(src, sink)
+		runtime.ReadMemStats(&after)
+		require.True(t, ok)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	sink := &countSink{}
+	streamed, tree := bytesOf(sink), bytesOf(nil)
+	require.Equal(t, 200, sink.n)
+	t.Logf("200 items of 250 list entries: %d bytes streamed, %d with the tree", streamed, tree)
+	require.Less(t, streamed, tree/2)
+}

@@ -135,8 +135,21 @@ func (p *subsetParser) mark() slabMark {
 }
 
 // reset gives the nodes made since m back for the next item: nothing
-// points to them any more.
-func (p *subsetParser) reset(m slabMark) { p.slab, p.ptrs = m.slab, m.ptrs }
+// points to them any more. An item that outgrew the chunks leaves the
+// last new chunk to the next items (the old ones' rest unused), so that
+// big items do not take a new chunk each.
+func (p *subsetParser) reset(m slabMark) {
+	if &p.slab[:cap(p.slab)][0] == &m.slab[:cap(m.slab)][0] {
+		p.slab = m.slab
+	} else {
+		p.slab = p.slab[:0]
+	}
+	if &p.ptrs[:cap(p.ptrs)][0] == &m.ptrs[:cap(m.ptrs)][0] {
+		p.ptrs = m.ptrs
+	} else {
+		p.ptrs = p.ptrs[:0]
+	}
+}
 
 // mk returns a new node holding n.
 func (p *subsetParser) mk(n ynode) *ynode {
