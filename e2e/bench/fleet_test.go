@@ -136,7 +136,7 @@ func TestFleet(t *testing.T) {
 	if m[1] == "0.00" || m[2] == "0" {
 		t.Errorf("wall %ss, server RSS %s MiB: want figures", m[1], m[2])
 	}
-	mem := regexp.MustCompile(`(?m)^fleet hosts=20 runs=2 server_rss_mb_first=[1-9]\d* server_rss_mb_last=[1-9]\d* coordinator_rss_mb_first=[1-9]\d* coordinator_rss_mb_last=[1-9]\d*$`)
+	mem := regexp.MustCompile(`(?m)^fleet hosts=20 runs=2 server_rss_mb_first=[1-9]\d* server_rss_mb_last=[1-9]\d* coordinator_rss_mb_first=[1-9]\d* coordinator_rss_mb_last=[1-9]\d* server_rss_mb_max_first_half=[1-9]\d* server_rss_mb_max_second_half=[1-9]\d* server_rss_flat=unknown$`)
 	if !mem.MatchString(stdout.String()) {
 		t.Errorf("no memory line in\n%s", stdout.String())
 	}
