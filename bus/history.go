@@ -244,7 +244,7 @@ func encodeEvent(ev Event) (string, []byte, error) {
 	if root == "" {
 		root = ev.RunID
 	}
-	data, err := encode(ev)
+	data, err := ev.appendJSON(nil)
 	return EventSubject(root, ev.RunID, ev.Kind), data, err
 }
 
