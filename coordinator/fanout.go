@@ -60,7 +60,7 @@ func poolWorkers(ctx context.Context, b *bus.Bus, pool string) ([]registration, 
 // to a worker and while the pool has no worker. The pool's slots are
 // looked up at most every spreadTTL.
 func (c *Coordinator) spreadOf(ctx context.Context, rec *record, p *Plan) int {
-	if p.Manifest.Ordering != schemas.OrderingGraph || len(p.Manifest.Resources) <= maxGraphSegment || rec.Request.PinWorker != "" {
+	if p.Manifest.Ordering != schemas.OrderingGraph || len(p.Manifest.Resources) <= minSpreadRun || rec.Request.PinWorker != "" {
 		return 0
 	}
 	pool := rec.Request.Pool
