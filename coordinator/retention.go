@@ -8,8 +8,8 @@ import (
 
 // Bounds on what finished runs keep: the reports store by count and by
 // age. A report removed takes its run's record with it (its key and the
-// delete marker of its active mark, by subject), so `manifold runs`
-// lists what `manifold status` can show.
+// delete markers of its active mark and its tree's count, by subject),
+// so `manifold runs` lists what `manifold status` can show.
 
 const (
 	// DefaultMaxReports is the default of Config.MaxReports.
@@ -82,6 +82,9 @@ func (c *Coordinator) pruneOnce(ctx context.Context) bool {
 			return
 		}
 		_ = c.bus.PurgeKey(ctx, c.bus.Runs(), activeKey(runID))
+		// A root run with child runs leaves the delete marker of its
+		// tree's count (forgetTree): one key per such run, for ever.
+		_ = c.bus.PurgeKey(ctx, c.bus.Runs(), treeKey(runID))
 	})
 	if err != nil && ctx.Err() == nil {
 		c.log.Warn("reports not pruned", "error", err)
