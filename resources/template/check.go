@@ -25,7 +25,8 @@ func Check(s string) error {
 	if !HasTemplate(s) {
 		return nil
 	}
-	parts, err := parse(s)
+	var buf [maxStackParts]part
+	parts, err := parseInto(buf[:0], s)
 	if err != nil {
 		return err
 	}

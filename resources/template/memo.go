@@ -25,10 +25,11 @@ type memo struct {
 }
 
 // memo returns the scope's memo, nil when the scope is not the one
-// Reusable made (a nested template() call, another budget).
+// Reusable made (a nested template() call, another budget, a
+// RenderValue's own environment).
 func (s Scope) memo() *memo {
-	if r := s.reuse; r != nil && r.budget == s.budget && r.depth == s.depth && r.lenient == s.lenient {
-		return &r.memo
+	if s.reused() && s.reuse.memoize {
+		return &s.reuse.memo
 	}
 	return nil
 }

@@ -14,22 +14,37 @@ type part struct {
 // parse splits s into literal text and expressions. Inside an expression,
 // quoted strings and balanced braces (map literals) are skipped when looking
 // for the closer, so `{{ {"a": "}}"} }}` is one expression.
-func parse(s string) ([]part, error) {
-	var (
-		parts []part
-		lit   strings.Builder
-	)
-	flush := func() {
-		if lit.Len() > 0 {
-			parts = append(parts, part{text: lit.String()})
-			lit.Reset()
+func parse(s string) ([]part, error) { return parseInto(nil, s) }
+
+// maxStackParts is how many parts the renderers keep on their stack
+// before parseInto's append moves them to the heap.
+const maxStackParts = 8
+
+// parseInto is parse appending to dst: given a buffer on the caller's
+// stack it allocates nothing for a text of up to maxStackParts parts.
+// Every part's text is a substring of s, never a copy: literal text runs
+// are sliced out whole, and an escaped opener (\{{, \${) ends one literal
+// part and starts the next at the opener (the backslash dropped), so
+// concatenating the parts gives the text the escapes stand for.
+func parseInto(dst []part, s string) ([]part, error) {
+	parts := dst
+	lit := 0 // start of the literal run not yet in parts
+	flush := func(end int) {
+		if end > lit {
+			parts = append(parts, part{text: s[lit:end]})
 		}
 	}
 	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' && c != '{' && c != '$' {
+			i++
+			continue
+		}
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, `\{{`), strings.HasPrefix(rest, `\${`):
-			lit.WriteString(rest[1:3])
+			flush(i)
+			lit = i + 1
 			i += 3
 		case strings.HasPrefix(rest, "{{"), strings.HasPrefix(rest, "${"):
 			opener := rest[:2]
@@ -42,18 +57,18 @@ func parse(s string) ([]part, error) {
 			if inner == "" {
 				return nil, &ExprError{Expr: inner, Err: errors.New("empty expression")}
 			}
-			flush()
+			flush(i)
 			parts = append(parts, part{text: inner, expr: true})
 			i = end + 1
 			if double {
 				i++
 			}
+			lit = i
 		default:
-			lit.WriteByte(s[i])
 			i++
 		}
 	}
-	flush()
+	flush(len(s))
 	return parts, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,12 +57,16 @@ type Scope struct {
 	reuse *reusedEnv
 }
 
-// reusedEnv is an expression environment made once (Scope.Reusable).
+// reusedEnv is an expression environment made once (Scope.Reusable), or
+// once per RenderValue: then env is made at its first template, and
+// nothing is memoized.
 type reusedEnv struct {
 	env     map[string]any
 	budget  *budget
 	depth   int
 	lenient bool
+	// memoize is set by Reusable: values are remembered (memo.go).
+	memoize bool
 	// memo holds the values of the expressions already evaluated over
 	// this environment (memo.go).
 	memo memo
@@ -74,17 +80,39 @@ type reusedEnv struct {
 func (s Scope) Reusable() Scope {
 	s = s.bounded()
 	s.reuse = nil
-	s.reuse = &reusedEnv{env: s.env(), budget: s.budget, depth: s.depth, lenient: s.lenient}
+	s.reuse = &reusedEnv{env: s.env(), budget: s.budget, depth: s.depth, lenient: s.lenient, memoize: true}
 	return s
+}
+
+// once returns s (bounded) with an environment made at most once for the
+// evaluation under way (a RenderValue over many strings), at its first
+// template; s itself when it already has one.
+func (s Scope) once() Scope {
+	s = s.bounded()
+	if s.reused() {
+		return s
+	}
+	s.reuse = &reusedEnv{budget: s.budget, depth: s.depth, lenient: s.lenient}
+	return s
+}
+
+// reused reports whether s.reuse was made for this scope (same budget,
+// depth and leniency).
+func (s Scope) reused() bool {
+	r := s.reuse
+	return r != nil && r.budget == s.budget && r.depth == s.depth && r.lenient == s.lenient
 }
 
 // envFor returns the scope's expression environment, the reused one when
 // it was made for this scope.
 func (s Scope) envFor() map[string]any {
-	if r := s.reuse; r != nil && r.budget == s.budget && r.depth == s.depth && r.lenient == s.lenient {
-		return r.env
+	if !s.reused() {
+		return s.env()
 	}
-	return s.env()
+	if s.reuse.env == nil {
+		s.reuse.env = s.env()
+	}
+	return s.reuse.env
 }
 
 // SyntaxError is a template whose markers do not pair up.
@@ -140,7 +168,8 @@ func Render(s string, scope Scope) (any, error) {
 	if !HasTemplate(s) {
 		return s, nil
 	}
-	parts, err := parse(s)
+	var buf [maxStackParts]part
+	parts, err := parseInto(buf[:0], s)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +179,7 @@ func Render(s string, scope Scope) (any, error) {
 		return memo.eval(parts[0].text, env, scope.budget)
 	}
 	var b strings.Builder
+	b.Grow(len(s))
 	for _, p := range parts {
 		if !p.expr {
 			b.WriteString(p.text)
@@ -171,40 +201,113 @@ func Render(s string, scope Scope) (any, error) {
 
 // RenderValue renders every string inside v, walking map[string]any, []any,
 // map[string]string and []string recursively; other values are returned as
-// they are. The input is not modified: maps and slices are copied. Errors
-// name the path of the failing value ("env.1: ...", "content: ...").
+// they are. The input is not modified. A map[string]any or []any in which
+// nothing renders (no string holds a template, at any depth) is returned
+// as it is, shared with the input (copy on write); the others are new
+// maps and lists, map[string]string and []string made map[string]any and
+// []any, nil ones empty. Errors name the path of the failing value
+// ("env.1: ...", "content: ..."). The expression environment is made once
+// for the whole value, at its first template.
 func RenderValue(v any, scope Scope) (any, error) {
-	return renderValue(v, scope.bounded(), "")
+	out, _, err := renderValue(v, scope.once())
+	if err != nil {
+		return nil, unwindPath(err)
+	}
+	return out, nil
 }
 
-func renderValue(v any, scope Scope, path string) (any, error) {
-	switch v := v.(type) {
+// renderValue renders v and reports whether the result is not v itself.
+// Its error is the rendering error wrapped in a keyError per map key or
+// list index above it (unwindPath makes them the PathError's path): the
+// path is built only when there is an error.
+func renderValue(v any, scope Scope) (any, bool, error) {
+	switch t := v.(type) {
 	case string:
-		out, err := Render(v, scope)
-		if err != nil {
-			return nil, atPath(path, err)
+		if !HasTemplate(t) {
+			return v, false, nil // v, not t: no new interface value
 		}
-		return out, nil
+		out, err := Render(t, scope)
+		if err != nil {
+			return nil, false, err
+		}
+		return out, true, nil
 	case map[string]any:
-		return renderMap(v, scope, path)
+		if t == nil {
+			return map[string]any{}, true, nil
+		}
+		out, err := renderMapAny(t, scope)
+		if err != nil || out == nil {
+			return v, false, err
+		}
+		return out, true, nil
 	case []any:
-		return renderList(v, scope, path)
+		if t == nil {
+			return []any{}, true, nil
+		}
+		out, err := renderListAny(t, scope)
+		if err != nil || out == nil {
+			return v, false, err
+		}
+		return out, true, nil
 	case map[string]string:
-		return renderMap(v, scope, path)
+		out, err := renderMap(t, scope)
+		return out, true, err
 	case []string:
-		return renderList(v, scope, path)
+		out, err := renderList(t, scope)
+		return out, true, err
 	default:
-		return v, nil
+		return v, false, nil
 	}
 }
 
+// renderMapAny renders each value of m; nil when none changed (m stands).
+func renderMapAny(m map[string]any, scope Scope) (map[string]any, error) {
+	var out map[string]any
+	for k, e := range m {
+		r, changed, err := renderValue(e, scope)
+		if err != nil {
+			return nil, &keyError{key: k, err: err}
+		}
+		if !changed {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]any, len(m))
+			for k, e := range m {
+				out[k] = e
+			}
+		}
+		out[k] = r
+	}
+	return out, nil
+}
+
+// renderListAny renders each element of l; nil when none changed.
+func renderListAny(l []any, scope Scope) ([]any, error) {
+	var out []any
+	for i, e := range l {
+		r, changed, err := renderValue(e, scope)
+		if err != nil {
+			return nil, &keyError{index: i, list: true, err: err}
+		}
+		if !changed {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(l)
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
 // renderMap renders each value of a map into a map[string]any.
-func renderMap[V any](m map[string]V, scope Scope, path string) (any, error) {
+func renderMap[V any](m map[string]V, scope Scope) (map[string]any, error) {
 	out := make(map[string]any, len(m))
 	for k, e := range m {
-		r, err := renderValue(e, scope, join(path, k))
+		r, _, err := renderValue(e, scope)
 		if err != nil {
-			return nil, err
+			return nil, &keyError{key: k, err: err}
 		}
 		out[k] = r
 	}
@@ -212,16 +315,46 @@ func renderMap[V any](m map[string]V, scope Scope, path string) (any, error) {
 }
 
 // renderList renders each element of a list into a []any.
-func renderList[V any](l []V, scope Scope, path string) (any, error) {
+func renderList[V any](l []V, scope Scope) ([]any, error) {
 	out := make([]any, len(l))
 	for i, e := range l {
-		r, err := renderValue(e, scope, join(path, fmt.Sprint(i)))
+		r, _, err := renderValue(e, scope)
 		if err != nil {
-			return nil, err
+			return nil, &keyError{index: i, list: true, err: err}
 		}
 		out[i] = r
 	}
 	return out, nil
+}
+
+// keyError is a rendering error below a map key, or a list index when
+// list is set: RenderValue's path, made a PathError by unwindPath.
+type keyError struct {
+	key   string
+	index int
+	list  bool
+	err   error
+}
+
+func (e *keyError) Error() string { return e.err.Error() }
+
+// unwindPath turns the keyErrors around a rendering error into the path
+// RenderValue reports, joined from the outermost key in as they always
+// were: atPath(join(join("", k1), k2)..., err).
+func unwindPath(err error) error {
+	path := ""
+	for {
+		ke, ok := err.(*keyError)
+		if !ok {
+			return atPath(path, err)
+		}
+		seg := ke.key
+		if ke.list {
+			seg = strconv.Itoa(ke.index)
+		}
+		path = join(path, seg)
+		err = ke.err
+	}
 }
 
 // PathError says where in a value a rendering error happened.
@@ -272,7 +405,10 @@ func format(b *strings.Builder, v any) error {
 		}
 		b.Write(j)
 	default:
-		fmt.Fprintf(b, "%v", v)
+		// Appendf into a buffer on the stack, not Fprintf into b: b
+		// would escape, and Render's builder with it.
+		var tmp [64]byte
+		b.Write(fmt.Appendf(tmp[:0], "%v", v))
 	}
 	return nil
 }
@@ -343,7 +479,8 @@ func firstLine(s string) string {
 // "env:{{ lookup('facts.env') }}" on a host without that fact is skipped
 // rather than matching an "env:" override. The result is always a string.
 func RenderEntry(s string, scope Scope) (entry string, ok bool, err error) {
-	parts, err := parse(s)
+	var buf [maxStackParts]part
+	parts, err := parseInto(buf[:0], s)
 	if err != nil {
 		return "", false, err
 	}
