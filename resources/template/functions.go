@@ -55,15 +55,17 @@ func (s Scope) env() map[string]any {
 	if environ == nil {
 		environ = map[string]string{}
 	}
-	env := map[string]any{
+	// One literal, sized once: no functions() map copied in, no growth
+	// from a small map to a table; file and readFile share one method
+	// value. The names are functions()'s (TestEnvHasTheFunctions).
+	readFile := s.readFile
+	return map[string]any{
 		"Data": data, "data": data,
 		"Facts": facts, "facts": facts,
 		"Environ": environ, "environ": environ,
+		"lookup": s.lookup, "file": readFile, "readFile": readFile,
+		"template": s.template, "jet": s.jet, "registrations": s.registrations,
 	}
-	for name, fn := range s.functions() {
-		env[name] = fn
-	}
-	return env
 }
 
 // lookup implements lookup(path, [default]). The first path segment selects

@@ -237,3 +237,18 @@ func TestRenderAllocations(t *testing.T) {
 		require.LessOrEqual(t, got, c.max, c.name)
 	}
 }
+
+// The expression environment offers every function functions() lists,
+// the same Go type, and the six variables.
+func TestEnvHasTheFunctions(t *testing.T) {
+	env := Scope{}.env()
+	fns := Scope{}.functions()
+	require.Len(t, env, len(fns)+6)
+	for name, fn := range fns {
+		require.Contains(t, env, name)
+		require.Equal(t, reflect.TypeOf(fn), reflect.TypeOf(env[name]), name)
+	}
+	for _, v := range []string{"Data", "data", "Facts", "facts", "Environ", "environ"} {
+		require.Contains(t, env, v)
+	}
+}
