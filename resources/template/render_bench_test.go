@@ -2,6 +2,7 @@ package template
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 )
 
@@ -91,4 +92,45 @@ func BenchmarkRenderPlainString(b *testing.B) {
 			b.Fatal(v, err)
 		}
 	}
+}
+
+// BenchmarkParse is the parse of one content text of e2e/bench, beside
+// the copying parser it replaced and a hit in a sync.Map keyed by the text: what a cache of parsed templates
+// would cost instead (b.N texts, 20,000 distinct).
+func BenchmarkParse(b *testing.B) {
+	props := benchProps(20_000)
+	texts := make([]string, len(props))
+	for i, p := range props {
+		texts[i] = p["content"].(string)
+	}
+	b.Run("parse", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			var buf [maxStackParts]part
+			if parts, err := parseInto(buf[:0], texts[i%len(texts)]); err != nil || len(parts) != 2 {
+				b.Fatal(len(parts), err)
+			}
+		}
+	})
+	b.Run("copying", func(b *testing.B) { // the parser before (render_cow_test.go)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if parts, err := oldParse(texts[i%len(texts)]); err != nil || len(parts) != 2 {
+				b.Fatal(len(parts), err)
+			}
+		}
+	})
+	b.Run("cache-hit", func(b *testing.B) {
+		var cache sync.Map
+		for _, s := range texts {
+			parts, _ := parse(s)
+			cache.Store(s, parts)
+		}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if v, ok := cache.Load(texts[i%len(texts)]); !ok || len(v.([]part)) != 2 {
+				b.Fatal(v)
+			}
+		}
+	})
 }
