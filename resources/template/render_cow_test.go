@@ -252,3 +252,45 @@ func TestEnvHasTheFunctions(t *testing.T) {
 		require.Contains(t, env, v)
 	}
 }
+
+// HasTemplate's one scan answers what the two Contains it replaced did,
+// for every text of up to 4 bytes over the characters that matter.
+func TestHasTemplateMatchesContains(t *testing.T) {
+	alphabet := []string{"{", "$", "}", "\\", "a"}
+	var texts func(prefix string, n int)
+	count := 0
+	texts = func(prefix string, n int) {
+		want := strings.Contains(prefix, "{{") || strings.Contains(prefix, "${")
+		require.Equal(t, want, HasTemplate(prefix), "%q", prefix)
+		count++
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			texts(prefix+c, n-1)
+		}
+	}
+	texts("", 4)
+	require.Equal(t, 1+5+25+125+625, count)
+}
+
+// BenchmarkHasTemplate is the test on a property value without markers
+// and on e2e/bench's content text, beside the two Contains it replaced.
+func BenchmarkHasTemplate(b *testing.B) {
+	for _, s := range []string{"0644", "{{ lookup('data.greeting') }} from file 7\n"} {
+		b.Run(fmt.Sprint(len(s)), func(b *testing.B) {
+			for b.Loop() {
+				if HasTemplate(s) != (len(s) > 4) {
+					b.Fatal(s)
+				}
+			}
+		})
+		b.Run(fmt.Sprint(len(s), "-contains"), func(b *testing.B) { // the test before
+			for b.Loop() {
+				if (strings.Contains(s, "{{") || strings.Contains(s, "${")) != (len(s) > 4) {
+					b.Fatal(s)
+				}
+			}
+		})
+	}
+}

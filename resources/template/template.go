@@ -155,7 +155,19 @@ func (e *ExprError) Unwrap() error { return e.Err }
 // "${", escaped or not). It is a cheap test: a string for which it is false
 // renders to itself.
 func HasTemplate(s string) bool {
-	return strings.Contains(s, "{{") || strings.Contains(s, "${")
+	// Both openers hold a '{': one scan for it, not one per opener. At
+	// a '{', "{{" starts there or "${" ends there.
+	for from := 0; ; {
+		i := strings.IndexByte(s[from:], '{')
+		if i < 0 {
+			return false
+		}
+		i += from
+		if i+1 < len(s) && s[i+1] == '{' || i > 0 && s[i-1] == '$' {
+			return true
+		}
+		from = i + 1
+	}
 }
 
 // Render renders one string. Without markers s is returned unchanged (as a
