@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -126,18 +127,105 @@ func (r *PassResult) drift(key, why string) {
 	r.Why[key] = why
 }
 
-// run checks the resources want selects (all when nil).
+// run checks the resources want selects (all when nil). A pass of at
+// least minSplitPass checks is split at directory boundaries into up to
+// GOMAXPROCS (at most maxPassParts) parts checked side by side, each under
+// its own directory cache: a storm's check before its repair run and an
+// interval pass take a core each instead of one (the CPU is the same).
 func (p *Pass) run(ctx context.Context, want []bool) PassResult {
 	start := time.Now()
 	out := make([]uint8, len(p.checks))
-	why := make(map[int]string)
-	dirs := safefs.NewDirs()
 	// A pass changes nothing: each directory's "readable by others"
 	// verdict (the diffs of drifted files) is judged once per pass.
 	ctx = safefs.WithReach(ctx, safefs.NewReach())
-	cctx := safefs.WithDirs(ctx, dirs)
+	parts := p.split(want)
+	whys := make([]map[int]string, len(parts))
+	if len(parts) == 1 {
+		whys[0] = p.runPart(ctx, want, out, 0, len(p.order))
+	} else {
+		var wg sync.WaitGroup
+		for k, part := range parts {
+			wg.Go(func() { whys[k] = p.runPart(ctx, want, out, part[0], part[1]) })
+		}
+		wg.Wait()
+	}
 	stable := 0
+	for _, o := range out {
+		if o == outStable {
+			stable++
+		}
+	}
+	res := PassResult{Stable: make([]string, 0, stable)}
+	for i, o := range out {
+		switch o {
+		case outStable:
+			res.Stable = append(res.Stable, p.checks[i].Key)
+		case outDrifted:
+			for _, why := range whys {
+				if w, ok := why[i]; ok {
+					res.drift(p.checks[i].Key, w)
+					break
+				}
+			}
+		}
+	}
+	res.Checked = len(res.Stable) + len(res.Drifted)
+	res.Duration = time.Since(start)
+	return res
+}
+
+// Splitting a pass (run).
+const (
+	minSplitPass = 1024
+	maxPassParts = 4
+)
+
+// split returns the ranges [from, to) of p.order checked side by side:
+// one when the pass is small or one core is all there is, else parts of
+// about as many wanted checks each, cut where the directory changes.
+func (p *Pass) split(want []bool) [][2]int {
+	n := len(p.order)
+	if want != nil {
+		n = 0
+		for _, w := range want {
+			if w {
+				n++
+			}
+		}
+	}
+	return p.splitInto(want, min(runtime.GOMAXPROCS(0), maxPassParts), n)
+}
+
+// splitInto cuts the pass into at most parts parts; n is the number of
+// checks want selects.
+func (p *Pass) splitInto(want []bool, parts, n int) [][2]int {
+	if n < minSplitPass || parts < 2 {
+		return [][2]int{{0, len(p.order)}}
+	}
+	per := (n + parts - 1) / parts
+	var out [][2]int
+	from, count := 0, 0
 	for j, i := range p.order {
+		if want == nil || want[i] {
+			count++
+		}
+		if count >= per && j+1 < len(p.order) && p.group[j+1] != p.group[j] {
+			out = append(out, [2]int{from, j + 1})
+			from, count = j+1, 0
+		}
+	}
+	return append(out, [2]int{from, len(p.order)})
+}
+
+// runPart checks the wanted resources of p.order[from:to] under a
+// directory cache of its own, writing each one's outcome into out (its
+// own indexes only) and returning why each drifted one did.
+func (p *Pass) runPart(ctx context.Context, want []bool, out []uint8, from, to int) map[int]string {
+	why := make(map[int]string)
+	dirs := safefs.NewDirs()
+	cctx := safefs.WithDirs(ctx, dirs)
+	for j := from; j < to; j++ {
+		i := p.order[j]
 		if want != nil && !want[i] {
 			continue
 		}
@@ -146,7 +234,7 @@ func (p *Pass) run(ctx context.Context, want []bool) PassResult {
 			out[i], why[i] = outDrifted, "not checkable locally"
 			continue
 		}
-		if j > 0 && p.group[j] != p.group[j-1] && dirs.Len() >= safefs.MaxCachedDirs/2 {
+		if j > from && p.group[j] != p.group[j-1] && dirs.Len() >= safefs.MaxCachedDirs/2 {
 			// A new directory and a full cache: start afresh rather than
 			// walk from "/" for every file past the cache's bound.
 			dirs.Close()
@@ -161,22 +249,10 @@ func (p *Pass) run(ctx context.Context, want []bool) PassResult {
 			out[i], why[i] = outDrifted, "drifted: "+r.Message
 		default:
 			out[i] = outStable
-			stable++
 		}
 	}
 	dirs.Close()
-	res := PassResult{Stable: make([]string, 0, stable)}
-	for i, o := range out {
-		switch o {
-		case outStable:
-			res.Stable = append(res.Stable, p.checks[i].Key)
-		case outDrifted:
-			res.drift(p.checks[i].Key, why[i])
-		}
-	}
-	res.Checked = len(res.Stable) + len(res.Drifted)
-	res.Duration = time.Since(start)
-	return res
+	return why
 }
 
 // CheckPass checks every resource of checks once (NewPass(checks).Run):

@@ -248,3 +248,87 @@ func BenchmarkCheckPassOverhead(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(checks)), "ns/resource")
 }
+
+// TestPassSplitsLargePasses: a pass of at least minSplitPass checks is
+// checked in parts side by side, cut where the directory changes, every
+// check in exactly one part; the result is the same as one part's, in
+// plan order, drifted files with their reasons.
+func TestPassSplitsLargePasses(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	reg := builtin.Registry()
+	env := &resources.Env{WorkDir: root, Root: root, Runner: resources.OSRunner{}}
+	const n, ndirs = 2 * minSplitPass, 37
+	var checks []LocalCheck
+	var paths []string
+	for i := range n {
+		d := filepath.Join(root, fmt.Sprintf("d%03d", i%ndirs))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(d, fmt.Sprintf("f%05d", i))
+		content := "managed\n"
+		if i%97 == 0 {
+			content = "edited\n"
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, err := reg.New(resources.Spec{Type: "file", Name: p, Properties: map[string]any{"content": "managed\n"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checks = append(checks, LocalCheck{Key: "file#" + p, Res: res, Env: env})
+		paths = append(paths, p)
+	}
+	pass := NewPass(checks)
+
+	for _, parts := range [][][2]int{pass.split(nil), pass.splitInto(nil, 2, n), pass.splitInto(nil, 4, n)} {
+		if len(parts) < 2 {
+			t.Fatalf("a pass of %d checks in %d part(s)", n, len(parts))
+		}
+		seen := make([]int, n)
+		for k, part := range parts {
+			if k > 0 && part[0] != parts[k-1][1] {
+				t.Fatalf("parts %v do not follow each other", parts)
+			}
+			if part[0] > 0 && pass.group[part[0]] == pass.group[part[0]-1] {
+				t.Fatalf("part %v cuts a directory in two", part)
+			}
+			for j := part[0]; j < part[1]; j++ {
+				seen[pass.order[j]]++
+			}
+		}
+		for i, c := range seen {
+			if c != 1 {
+				t.Fatalf("check %d in %d parts of %v", i, c, parts)
+			}
+		}
+	}
+	// Fewer than minSplitPass wanted: one part.
+	want := make([]bool, n)
+	for i := range minSplitPass - 1 {
+		want[i] = true
+	}
+	if parts := pass.split(want); len(parts) != 1 {
+		t.Fatalf("%d wanted checks in %d parts, want 1", minSplitPass-1, len(parts))
+	}
+
+	res := pass.Run(context.Background())
+	var drifted, stable []string
+	for i, p := range paths {
+		if i%97 == 0 {
+			drifted = append(drifted, "file#"+p)
+		} else {
+			stable = append(stable, "file#"+p)
+		}
+	}
+	if !slices.Equal(res.Drifted, drifted) || !slices.Equal(res.Stable, stable) || res.Checked != n {
+		t.Fatalf("split pass: %d drifted, %d stable, %d checked; want %d, %d, %d", len(res.Drifted), len(res.Stable), res.Checked, len(drifted), len(stable), n)
+	}
+	for _, k := range drifted {
+		if !strings.HasPrefix(res.Why[k], "drifted: ") {
+			t.Fatalf("%s: why %q", k, res.Why[k])
+		}
+	}
+}
