@@ -111,6 +111,12 @@ type File struct {
 	// metadata changed saw (see checkedFile): the apply that follows
 	// reuses its verdict while the file is unchanged since.
 	drifted atomic.Pointer[checkedFile]
+	// written is the fstat of the file the last write of Content put at
+	// Path, taken once renamed there (see safefs.Group.AddStat; zero until
+	// the group's commit, and when it failed): the next check (the
+	// engine's re-check) takes the content as right, without reading it,
+	// while an lstat shows that very file unchanged (sameFile).
+	written atomic.Pointer[syscall.Stat_t]
 }
 
 // checkedFile is a regular file as a check saw it: its identity and
@@ -123,8 +129,9 @@ type File struct {
 // the same clock tick is missed), so the apply after the check need not
 // read and compare it again, nor diff it: the engine reports the check's
 // diff. Whatever it finds, an apply writes the desired content when the
-// check found it differing, and the engine's re-check reads the file
-// back, so a stale verdict can never leave a wrong file reported right.
+// check found it differing, so a stale verdict can never leave a wrong
+// file reported right. The engine's re-check reads the file back, unless
+// it is the very file the apply wrote, unchanged since (File.written).
 type checkedFile struct {
 	st      syscall.Stat_t
 	differs bool
@@ -139,6 +146,10 @@ func sameFile(a, b *syscall.Stat_t) bool {
 // checkReads counts the contents the file type read to compare them
 // (tests).
 var checkReads atomic.Int64
+
+// writtenChecks counts the checks that took a file's content as right
+// because it was the file written last, unchanged since (tests).
+var writtenChecks atomic.Int64
 
 var _ resources.Resource = (*File)(nil)
 
@@ -288,14 +299,28 @@ func (f *File) checkApply(ctx context.Context, env *resources.Env, apply bool, s
 }
 
 // write replaces name in d with data: at once, or staged in stage.
-func write(d *safefs.Dir, name string, data []byte, mode os.FileMode, uid, gid int, stage *safefs.Group) error {
-	if stage != nil {
-		return stage.Add(d, name, data, mode, uid, gid)
+// When name in d is f.Path and data is f's Content, the written file's
+// fstat is kept in f.written for the next check.
+func (f *File) write(d *safefs.Dir, name, target string, data []byte, mode os.FileMode, uid, gid int, stage *safefs.Group) error {
+	var st *syscall.Stat_t
+	if target == f.Path && f.Content != nil && f.Source == "" {
+		st = new(syscall.Stat_t)
+		f.written.Store(st)
 	}
-	return d.WriteFile(name, data, mode, uid, gid)
+	if stage != nil {
+		return stage.AddStat(d, name, data, mode, uid, gid, st)
+	}
+	return d.WriteFileStat(name, data, mode, uid, gid, st)
+}
+
+// unchangedSinceWrite reports whether st (an lstat of f.Path) is the file
+// f's last write of its Content put there, unchanged since.
+func unchangedSinceWrite(written, st *syscall.Stat_t) bool {
+	return written != nil && st != nil && written.Ino != 0 && sameFile(written, st)
 }
 
 func (f *File) present(ctx context.Context, d *safefs.Dir, name string, env *resources.Env, apply bool, stage *safefs.Group) (resources.Result, error) {
+	written := f.written.Swap(nil) // one check's verdict at most
 	want, err := f.wantMetaIn(ctx, env)
 	if err != nil {
 		return resources.Result{}, err
@@ -324,7 +349,7 @@ func (f *File) present(ctx context.Context, d *safefs.Dir, name string, env *res
 		if !apply {
 			return res, nil
 		}
-		return res, write(d, name, content, want.perm(0o644), want.uid, want.gid, stage)
+		return res, f.write(d, name, f.Path, content, want.perm(0o644), want.uid, want.gid, stage)
 	}
 	if err != nil {
 		return resources.Result{}, err
@@ -357,7 +382,11 @@ func (f *File) present(ctx context.Context, d *safefs.Dir, name string, env *res
 	contentDiffers := false
 	st, _ := fi.Sys().(*syscall.Stat_t)
 	if manageContent {
-		if seen := f.drifted.Load(); apply && st != nil && target == f.Path && seen != nil && sameFile(&seen.st, st) {
+		if target == f.Path && f.Source == "" && unchangedSinceWrite(written, st) {
+			// The very file this resource's last write put here, with
+			// its Content, unchanged since: it holds Content.
+			writtenChecks.Add(1)
+		} else if seen := f.drifted.Load(); apply && st != nil && target == f.Path && seen != nil && sameFile(&seen.st, st) {
 			// Unchanged since the check that found it drifted: its verdict
 			// holds, its diff is the one reported.
 			contentDiffers = seen.differs
@@ -396,7 +425,7 @@ func (f *File) present(ctx context.Context, d *safefs.Dir, name string, env *res
 		if gid < 0 {
 			gid = have.gid
 		}
-		return res, write(td, tname, content, want.perm(have.mode), uid, gid, stage)
+		return res, f.write(td, tname, target, content, want.perm(have.mode), uid, gid, stage)
 	}
 	return res, want.applyIn(td, tname, fi, have)
 }
@@ -418,7 +447,7 @@ func (f *File) replaceLink(ctx context.Context, d *safefs.Dir, name string, cont
 	if !apply {
 		return res, nil
 	}
-	return res, write(d, name, content, want.perm(0o644), want.uid, want.gid, stage)
+	return res, f.write(d, name, f.Path, content, want.perm(0o644), want.uid, want.gid, stage)
 }
 
 func (f *File) directory(ctx context.Context, d *safefs.Dir, name string, env *resources.Env, apply bool) (resources.Result, error) {

@@ -11,8 +11,8 @@ import (
 
 // TestApplyReusesTheCheck: an apply right after the check that found a
 // file drifted writes it without reading and comparing its content again
-// (the engine reports the check's diff); the engine's re-check still
-// reads it. A file changed between check and apply is read again, so its
+// (the engine reports the check's diff); the engine's re-check takes the
+// file the apply wrote as right without reading it (TestRecheckTrustsTheWrite). A file changed between check and apply is read again, so its
 // apply reports what it finds: nothing to do when another writer put the
 // desired content there meanwhile. Not parallel: it counts the type's
 // reads.
@@ -26,13 +26,13 @@ func TestApplyReusesTheCheck(t *testing.T) {
 		p := filepath.Join(dir, "a")
 		writeFile(t, p, "storm!!\n", 0o644)
 		f := build(t, p, "", props)
-		r0 := checkReads.Load()
+		r0, w0 := checkReads.Load(), writtenChecks.Load()
 		out := resources.Execute(ctx, f, env) // check, apply, re-check
 		if out.Status != resources.StatusChanged || out.Message != "updated content" || out.Diff == "" {
 			t.Fatalf("outcome %+v", out)
 		}
-		if got := checkReads.Load() - r0; got != 2 {
-			t.Fatalf("%d reads, want 2 (the check and the re-check; not the apply)", got)
+		if got, w := checkReads.Load()-r0, writtenChecks.Load()-w0; got != 1 || w != 1 {
+			t.Fatalf("%d reads, %d re-checks from the write, want 1 (the check; not the apply, not the re-check) and 1", got, w)
 		}
 		if b, _ := os.ReadFile(p); string(b) != "managed\n" {
 			t.Fatalf("content %q", b)

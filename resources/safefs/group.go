@@ -81,6 +81,7 @@ type groupEntry struct {
 	tmpName string
 	f       *os.File
 	err     error
+	st      *syscall.Stat_t // AddStat's: the renamed file's fstat, or zero
 }
 
 // Len is how many files were added.
@@ -89,6 +90,20 @@ func (g *Group) Len() int { return len(g.entries) }
 // Add stages data as the new content of name in d (see Group). An error
 // leaves nothing behind and the group as it was.
 func (g *Group) Add(d *Dir, name string, data []byte, mode fs.FileMode, uid, gid int) error {
+	return g.AddStat(d, name, data, mode, uid, gid, nil)
+}
+
+// AddStat is Add; when st is not nil, Commit fills it with an fstat of
+// the file once renamed over name (the descriptor written through, so it
+// is the file that holds data, with the change time the rename gave it),
+// and zeroes it when that file is not the one at name, or may not hold
+// data: its write failed, or the fstat did. A caller may compare it with
+// a later lstat of name (same device, inode, size, mode, owner, times:
+// the content is still data) instead of reading the file back.
+func (g *Group) AddStat(d *Dir, name string, data []byte, mode fs.FileMode, uid, gid int, st *syscall.Stat_t) error {
+	if st != nil {
+		*st = syscall.Stat_t{}
+	}
 	if len(g.entries) >= MaxGroupFiles {
 		return ErrGroupFull
 	}
@@ -114,7 +129,7 @@ func (g *Group) Add(d *Dir, name string, data []byte, mode fs.FileMode, uid, gid
 		}
 		g.dirs[d] = own
 	}
-	g.entries = append(g.entries, groupEntry{d: own, name: name, tmpName: filepath.Base(tmp.Name()), f: tmp})
+	g.entries = append(g.entries, groupEntry{d: own, name: name, tmpName: filepath.Base(tmp.Name()), f: tmp, st: st})
 	return nil
 }
 
@@ -167,6 +182,9 @@ func (g *Group) Commit() []error {
 					syscall.Close(old) // not replaced: nothing to free
 				}
 			} else {
+				if e.st != nil && syscall.Fstat(int(e.f.Fd()), e.st) != nil {
+					*e.st = syscall.Stat_t{}
+				}
 				renamed = append(renamed, *e)
 				held = append(held, old)
 				hook("renamed", i)
@@ -198,6 +216,9 @@ func (g *Group) Commit() []error {
 		}
 		if err := renamed[k].f.Close(); err != nil {
 			errs[i] = err
+			if renamed[k].st != nil {
+				*renamed[k].st = syscall.Stat_t{}
+			}
 		}
 		k++
 	}

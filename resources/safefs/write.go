@@ -49,6 +49,16 @@ func WriteFile(path string, data []byte, mode fs.FileMode, uid, gid int) error {
 // after it (see CreateTemp). Every writing resource type should write
 // through it (file, document, scaffold, archive, user homes...).
 func (d *Dir) WriteFile(name string, data []byte, mode fs.FileMode, uid, gid int) (err error) {
+	return d.WriteFileStat(name, data, mode, uid, gid, nil)
+}
+
+// WriteFileStat is WriteFile; when st is not nil it is filled with an
+// fstat of the file once renamed over name, as Group.AddStat's (zero when
+// WriteFile fails or the fstat does).
+func (d *Dir) WriteFileStat(name string, data []byte, mode fs.FileMode, uid, gid int, st *syscall.Stat_t) (err error) {
+	if st != nil {
+		*st = syscall.Stat_t{}
+	}
 	tmp, err := d.stage(name, data, mode, uid, gid)
 	if err != nil {
 		return err
@@ -70,7 +80,12 @@ func (d *Dir) WriteFile(name string, data []byte, mode fs.FileMode, uid, gid int
 		_ = syscall.Unlinkat(d.fd, tmpName)
 		return &fs.PathError{Op: "rename", Path: d.join(name), Err: err}
 	}
-	err = tmp.Close()
+	if st != nil && syscall.Fstat(int(tmp.Fd()), st) != nil {
+		*st = syscall.Stat_t{}
+	}
+	if err = tmp.Close(); err != nil && st != nil {
+		*st = syscall.Stat_t{}
+	}
 	d.syncDir() // best effort: the rename is done either way
 	release(old)
 	return err
