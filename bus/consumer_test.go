@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -218,4 +219,69 @@ func TestTaskConsumerBindsWithoutCreate(t *testing.T) {
 		require.Contains(t, <-got, "fleet")
 	}
 	require.Less(t, time.Since(t1), 10*time.Second, "workers whose consumer was deleted create it again at once")
+}
+
+// TestIdlePullIsLongAndHeardOf: an idle worker keeps one pull waiting on
+// its pool's consumer for 15 minutes, with an idle heartbeat every 5
+// (every pull that arrives, expires or is due a heartbeat makes the
+// server walk every waiting pull: N idle workers cost N x (2/15 min + 1/5
+// min) walks of N pulls, 4.2 times fewer than 5-minute pulls with a
+// heartbeat a minute). The server takes such a pull (a heartbeat above
+// half the expiry it refuses), it waits, and a task published then is
+// delivered on it.
+func TestIdlePullIsLongAndHeardOf(t *testing.T) {
+	t.Parallel()
+	srv, b := bustest.Start(t, bus.Config{})
+	ctx := ctxT(t)
+	spy, err := srv.Connect("pull-spy")
+	require.NoError(t, err)
+	t.Cleanup(spy.Close)
+	pulls, err := spy.SubscribeSync("$JS.API.CONSUMER.MSG.NEXT.MANIFOLD_TASKS.tasks-idle")
+	require.NoError(t, err)
+	require.NoError(t, spy.Flush())
+
+	c, err := b.TaskConsumer(ctx, "idle")
+	require.NoError(t, err)
+	got := make(chan *bus.Delivery, 1)
+	errs := make(chan error, 1)
+	go func() {
+		d, err := c.Next(ctx)
+		if err != nil {
+			errs <- err
+			return
+		}
+		got <- d
+	}()
+	m, err := pulls.NextMsg(10 * time.Second)
+	require.NoError(t, err)
+	var req struct {
+		Batch     int           `json:"batch"`
+		Expires   time.Duration `json:"expires"`
+		Heartbeat time.Duration `json:"idle_heartbeat"`
+	}
+	require.NoError(t, json.Unmarshal(m.Data, &req))
+	require.Equal(t, 1, req.Batch)
+	require.Equal(t, 15*time.Minute, req.Expires)
+	require.Equal(t, 5*time.Minute, req.Heartbeat)
+
+	// Taken by the server: it waits on the consumer (a refused pull is
+	// answered and sent again, which the spy would see).
+	probe, err := b.TaskConsumer(ctx, "idle")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		waiting, _, err := probe.Waiting(ctx)
+		return err == nil && waiting == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, b.PublishTask(ctx, bus.Task{RunID: "r-idle", Task: 0, Attempt: 1, Pool: "idle"}))
+	select {
+	case d := <-got:
+		require.Contains(t, d.Subject(), "idle")
+		require.NoError(t, d.Ack(ctx))
+	case err := <-errs:
+		t.Fatalf("next: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the task was not delivered on the waiting pull")
+	}
+	_, err = pulls.NextMsg(0)
+	require.Error(t, err, "one pull: the server took it and delivered the task on it")
 }
