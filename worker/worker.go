@@ -3,18 +3,22 @@ package worker
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -156,6 +160,10 @@ type Worker struct {
 	// regMu orders registrations, so publishedFacts is the digest of the
 	// entry written last.
 	regMu sync.Mutex
+	// factsEnc is the facts' JSON and digest of the last registration
+	// (guarded by regMu): facts change only when refreshed (a new map),
+	// so a heartbeat encodes them again only then.
+	factsEnc factsEncoding
 
 	bus    *bus.Bus
 	log    *slog.Logger
@@ -431,13 +439,56 @@ func (w *Worker) register(ctx context.Context) error {
 		reg.Assignments = w.assign.snapshot()
 	}
 	reg.Fleet = w.fleet.status()
-	data, _ := json.Marshal(reg)
+	facts := w.factsEnc.encode(reg.Facts)
+	data, _ := json.Marshal(registrationJSON{Name: reg.Name, Pools: reg.Pools, Concurrency: reg.Concurrency,
+		Running: reg.Running, Version: reg.Version, Facts: facts.json, Started: reg.Started, Seen: reg.Seen,
+		Assignments: reg.Assignments, Fleet: reg.Fleet})
 	if _, err := w.bus.Workers().Put(ctx, w.cfg.Name, data); err != nil {
 		return fmt.Errorf("worker: register: %w", err)
 	}
-	digest := factsDigest(reg.Facts)
-	w.publishedFacts.Store(&digest)
+	w.publishedFacts.Store(&facts.digest)
 	return nil
+}
+
+// registrationJSON is a Registration as written: the same fields in the
+// same order, the facts already encoded (json.Marshal of a Registration
+// gives the same bytes).
+type registrationJSON struct {
+	Name        string                      `json:"name"`
+	Pools       []string                    `json:"pools"`
+	Concurrency int                         `json:"concurrency"`
+	Running     []string                    `json:"running"`
+	Version     string                      `json:"version,omitempty"`
+	Facts       json.RawMessage             `json:"facts,omitempty"`
+	Started     time.Time                   `json:"started"`
+	Seen        time.Time                   `json:"seen"`
+	Assignments map[string]AssignmentStatus `json:"assignments,omitempty"`
+	Fleet       *FleetStatus                `json:"fleet,omitempty"`
+}
+
+// factsEncoding is the JSON and the digest (factsDigest) of one facts map.
+type factsEncoding struct {
+	of     unsafe.Pointer // the map encoded; nil before the first
+	json   json.RawMessage
+	digest string
+	// encodes counts the maps encoded (tests).
+	encodes int
+}
+
+// encode returns the encoding of facts, computed again only when facts is
+// not the map encoded last. A worker's facts are replaced, never changed
+// in place: cfg.Facts, then each refresh's new map (refreshFacts).
+func (e *factsEncoding) encode(facts map[string]any) factsEncoding {
+	if p := reflect.ValueOf(facts).UnsafePointer(); p != e.of || e.encodes == 0 {
+		b, _ := json.Marshal(facts)
+		sum := sha256.Sum256(b)
+		e.of, e.digest, e.json = p, hex.EncodeToString(sum[:]), nil
+		if len(facts) > 0 { // omitted, as a Registration's empty Facts
+			e.json = b
+		}
+		e.encodes++
+	}
+	return *e
 }
 
 // factsPublished returns the digest of the facts the worker's entry
