@@ -230,6 +230,8 @@ func TestMainRefusesBadFlags(t *testing.T) {
 		{"--fleet-resources", "1001"},
 		{"--fleet-runs", "101"},
 		{"--fleet-executor", "disk"},
+		{"--fleet-idle", "31m"},
+		{"--fleet-idle", "999ms"},
 		{"extra"},
 	} {
 		var out, errw strings.Builder
@@ -265,15 +267,20 @@ func TestConfigLimits(t *testing.T) {
 		"unknown mode":   {Root: "/x", Modes: []Mode{"fast"}},
 		"fleet of 0":     {Root: "/x", FleetHosts: []int{0}},
 		"negative live":  {Root: "/x", FleetLiveRuns: -1},
+		"idle past max":  {Root: "/x", FleetIdle: MaxFleetIdle + time.Second},
+		"idle under 1s":  {Root: "/x", FleetIdle: time.Second - 1},
 		"no module root": {},
 	} {
 		if err := c.WithDefaults().validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	at := Config{Root: "/x", Sizes: []int{MaxSize}, Reps: MaxReps, Workers: []int{MaxWorkers}}.WithDefaults()
+	at := Config{Root: "/x", Sizes: []int{MaxSize}, Reps: MaxReps, Workers: []int{MaxWorkers}, FleetIdle: MaxFleetIdle}.WithDefaults()
 	if err := at.validate(); err != nil {
 		t.Errorf("at the limits: %v", err)
+	}
+	if ok.FleetIdle != 5*time.Second {
+		t.Errorf("idle window by default: %s, want 5s", ok.FleetIdle)
 	}
 	if got := ok.repsFor(20000); got != 3 {
 		t.Errorf("reps at 20,000: %d, want 3", got)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,7 +36,9 @@ type FleetResult struct {
 	MaxConsumers int
 	// Executor is how the hosts apply files.
 	Executor string
-	Rows     []*FleetRow
+	// Idle is the window idle hosts were measured over.
+	Idle time.Duration
+	Rows []*FleetRow
 }
 
 // FleetRow is the figures of one fleet size.
@@ -63,7 +66,7 @@ type FleetRow struct {
 	ReportWalls []time.Duration
 	ReportErr   error
 	// IdleServerCPU and IdleHostsCPU are the CPU time the server and the
-	// host processes used over idleWindow with every host registered and
+	// host processes used over Config.FleetIdle with every host registered and
 	// no run: the cost of idle hosts (fetches, heartbeats).
 	IdleServerCPU, IdleHostsCPU time.Duration
 	// Load is /proc/loadavg after the last run.
@@ -151,8 +154,9 @@ func rssFlat(s []int64) bool {
 	return float64(second) <= float64(first)*(1+rssFlatMargin)
 }
 
-// idleWindow is how long idle hosts are measured before the first run.
-const idleWindow = 5 * time.Second
+// defaultIdleWindow is how long idle hosts are measured before the first
+// run, unless Config.FleetIdle says otherwise.
+const defaultIdleWindow = 5 * time.Second
 
 // fleetPool is the pool every simulated host takes.
 const fleetPool = "fleet"
@@ -188,7 +192,7 @@ func fleetYAML(n int) string {
 // and coordinator.
 func (h *harness) runFleet(ctx context.Context) (*FleetResult, error) {
 	cfg := h.cfg
-	res := &FleetResult{Resources: cfg.FleetResources, Runs: cfg.FleetRuns, PerProcess: cfg.FleetPerProcess, LiveRuns: cfg.FleetLiveRuns, MaxConsumers: cfg.FleetMaxConsumers, Executor: cfg.FleetExecutor}
+	res := &FleetResult{Resources: cfg.FleetResources, Runs: cfg.FleetRuns, PerProcess: cfg.FleetPerProcess, LiveRuns: cfg.FleetLiveRuns, MaxConsumers: cfg.FleetMaxConsumers, Executor: cfg.FleetExecutor, Idle: cfg.FleetIdle}
 	if got, err := raiseFileLimit(2*slices.Max(cfg.FleetHosts) + 4096); err != nil {
 		h.log.Warn("open files limit short", "limit", got, "error", err)
 	} else {
@@ -315,13 +319,13 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 	// What idle hosts cost, over a fixed window before the first run.
 	srv0, hosts0, coord0 := procCPU(c.server.cmd.Process.Pid), c.hostsCPU(), procCPU(c.coord.cmd.Process.Pid)
 	select {
-	case <-time.After(idleWindow):
+	case <-time.After(cfg.FleetIdle):
 	case <-ctx.Done():
 		row.Err = ctx.Err()
 		return row
 	}
 	row.IdleServerCPU, row.IdleHostsCPU = procCPU(c.server.cmd.Process.Pid)-srv0, c.hostsCPU()-hosts0
-	h.log.Info("fleet idle", "hosts", n, "window", idleWindow, "server_cpu", row.IdleServerCPU, "hosts_cpu", row.IdleHostsCPU,
+	h.log.Info("fleet idle", "hosts", n, "window", cfg.FleetIdle, "server_cpu", row.IdleServerCPU, "hosts_cpu", row.IdleHostsCPU,
 		"coordinator_cpu", procCPU(c.coord.cmd.Process.Pid)-coord0)
 	for i := range cfg.FleetRuns {
 		cpu0, srv0, hosts0 := procCPU(c.coord.cmd.Process.Pid), procCPU(c.server.cmd.Process.Pid), c.hostsCPU()
@@ -659,3 +663,7 @@ func (c *cluster) saveHeap(ctx context.Context, port int, path string) {
 		c.h.log.Warn("fleet: server heap profile", "error", err)
 	}
 }
+
+// idle is the idle window of the result (results of earlier versions
+// have none: theirs was 5 s).
+func (f *FleetResult) idle() time.Duration { return cmp.Or(f.Idle, defaultIdleWindow) }

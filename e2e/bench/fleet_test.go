@@ -124,7 +124,7 @@ func TestFleet(t *testing.T) {
 	const hosts, files = 20, 3
 	var stdout, stderr strings.Builder
 	code := Main(t.Context(), []string{"--root", filepath.Dir(strings.TrimSpace(string(out))), "--modes", "fleet",
-		"--fleet-hosts", "20", "--fleet-resources", "3", "--fleet-runs", "2", "--fleet-per-process", "8", "--fleet-root", root}, &stdout, &stderr)
+		"--fleet-hosts", "20", "--fleet-resources", "3", "--fleet-runs", "2", "--fleet-per-process", "8", "--fleet-root", root, "--fleet-idle", "2s"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
@@ -140,7 +140,7 @@ func TestFleet(t *testing.T) {
 	if !mem.MatchString(stdout.String()) {
 		t.Errorf("no memory line in\n%s", stdout.String())
 	}
-	for _, want := range []string{"## Fleet", "| 20 | 3 |"} {
+	for _, want := range []string{"## Fleet", "| 20 | 3 |", "idle CPU: over 2s with every host registered"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, stdout.String())
 		}

@@ -91,6 +91,11 @@ type Config struct {
 	// coordinator of each fleet size write CPU profiles
 	// (MANIFOLD_CPU_PROFILE), server-N.pprof and coordinator-N.pprof.
 	FleetProfile string
+	// FleetIdle is how long idle hosts are measured (every host
+	// registered, before the first run). Defaults to 5 s; a pool's idle
+	// pulls are sent a heartbeat every 5 minutes, so a window of minutes
+	// shows their cost too.
+	FleetIdle time.Duration
 }
 
 // Mode is a part of the harness that can be selected.
@@ -134,6 +139,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.FleetResources = cmp.Or(c.FleetResources, 20)
 	c.FleetRuns = cmp.Or(c.FleetRuns, 3)
+	c.FleetIdle = cmp.Or(c.FleetIdle, defaultIdleWindow)
 	c.FleetPerProcess = cmp.Or(c.FleetPerProcess, 2500)
 	c.FleetExecutor = cmp.Or(c.FleetExecutor, ExecutorFile)
 	if c.Results == "" && c.Root != "" {
@@ -154,6 +160,8 @@ const (
 	MaxFleetHosts = 20000
 	// MaxFleetResources is the largest fleet manifest accepted.
 	MaxFleetResources = 1000
+	// MaxFleetIdle is the longest idle window accepted.
+	MaxFleetIdle = 30 * time.Minute
 )
 
 // validate checks a configuration after WithDefaults.
@@ -189,6 +197,9 @@ func (c Config) validate() error {
 	}
 	if c.FleetResources < 1 || c.FleetResources > MaxFleetResources {
 		errs = append(errs, fmt.Errorf("fleet resources %d: want 1 to %d", c.FleetResources, MaxFleetResources))
+	}
+	if c.FleetIdle < time.Second || c.FleetIdle > MaxFleetIdle {
+		errs = append(errs, fmt.Errorf("fleet idle window %s: want 1s to %s", c.FleetIdle, MaxFleetIdle))
 	}
 	if c.FleetRuns < 1 || c.FleetRuns > MaxReps {
 		errs = append(errs, fmt.Errorf("fleet runs %d: want 1 to %d", c.FleetRuns, MaxReps))

@@ -255,7 +255,7 @@ func (r *Results) fleetMarkdown(w io.Writer, standalone bool) {
 	p("event (a core NATS subscription, as a follower), median of the runs; report fetch: `manifold\n")
 	p("status --output json RUN` printing the whole report (every child's), timed apart; RSS:\n")
 	p("VmRSS after the run; CPU: user + system time over the run (`/proc/PID/stat`), median, per\n")
-	p("host; idle CPU: over %s with every host registered, before the first run.\n\n", idleWindow)
+	p("host; idle CPU: over %s with every host registered, before the first run.\n\n", f.idle())
 	p("| hosts | host processes | hosts start | wall (first, median, last) | run time (median) | server RSS after first / last run | server peak RSS | coordinator RSS first / last | coordinator CPU per host | server CPU per host | hosts CPU per host | report fetch | idle server / hosts CPU | load after |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, row := range f.Rows {
@@ -275,7 +275,7 @@ func (r *Results) fleetMarkdown(w io.Writer, standalone bool) {
 			fmtRSS(row.ServerRSSKiB[0]), fmtRSS(last(row.ServerRSSKiB)), fmtRSS(row.ServerPeakKiB),
 			fmtRSS(row.CoordRSSKiB[0]), fmtRSS(last(row.CoordRSSKiB)),
 			perHost(row.CoordCPU), perHost(row.ServerCPU), perHost(row.HostsCPU), report,
-			fmt.Sprintf("%.0f%% / %.0f%% of a CPU", 100*row.IdleServerCPU.Seconds()/idleWindow.Seconds(), 100*row.IdleHostsCPU.Seconds()/idleWindow.Seconds()), row.Load)
+			fmt.Sprintf("%.0f%% / %.0f%% of a CPU", 100*row.IdleServerCPU.Seconds()/f.idle().Seconds(), 100*row.IdleHostsCPU.Seconds()/f.idle().Seconds()), row.Load)
 	}
 	p("\n")
 	for _, row := range f.Rows {
