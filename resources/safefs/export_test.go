@@ -1,5 +1,7 @@
 package safefs
 
+import "time"
+
 // SetCommitHook sets the hook Group.Commit calls between its steps (nil
 // removes it).
 func SetCommitHook(f func(step string, i int)) { commitHook = f }
@@ -42,3 +44,13 @@ func PendingReleases() int { return releases.pending() }
 // InlineReleases is how many replaced files their writer released itself
 // (the releaser was full).
 func InlineReleases() int64 { return inlineReleases.Load() }
+
+// SetReleaseClock sets the releaser's clock (nil: time.Now).
+func SetReleaseClock(f func() time.Time) {
+	releases.mu.Lock()
+	defer releases.mu.Unlock()
+	if f == nil {
+		f = time.Now
+	}
+	releaseClock = f
+}

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // MaxPendingReleases bounds the replaced files held for release (see
@@ -11,6 +12,14 @@ import (
 // most a quarter of the process's descriptor limit (RLIMIT_NOFILE). Past
 // it a write releases the file it replaced itself, as before.
 const MaxPendingReleases = 8192
+
+// ReleaseQuiet is how long writes must pause before the releaser frees
+// the files they replaced (or until it holds half its bound): on ext4
+// without a journal, creating an inode skips, one by one, every inode of
+// its group freed in the last 30 s (find_inode_bit, recently_deleted), so
+// freeing the replaced files while a storm's writes go on made each
+// temporary file's creation cost more than the one before.
+const ReleaseQuiet = 100 * time.Millisecond
 
 // A write replaces its target by renaming a new inode over it; the old
 // inode is freed when the rename drops its last name. On a filesystem
@@ -27,19 +36,25 @@ const MaxPendingReleases = 8192
 // device is slow). A process that exits or dies releases whatever it
 // held.
 type releaser struct {
-	mu      sync.Mutex
-	fds     []int
-	running bool
-	closing int       // descriptors of the batch being closed
-	idle    sync.Cond // broadcast when fds is empty and no close is under way
-	limit   int       // the bound, worked out at first use (pendingLimit)
+	mu       sync.Mutex
+	fds      []int
+	last     time.Time // the latest release
+	draining int       // WaitReleases callers: no holding back
+	wake     chan struct{}
+	running  bool
+	closing  int       // descriptors of the batch being closed
+	idle     sync.Cond // broadcast when fds is empty and no close is under way
+	limit    int       // the bound, worked out at first use (pendingLimit)
 }
 
 var releases = func() *releaser {
-	r := &releaser{}
+	r := &releaser{wake: make(chan struct{}, 1)}
 	r.idle.L = &r.mu
 	return r
 }()
+
+// releaseClock is the releaser's clock (tests stop it).
+var releaseClock = time.Now
 
 // releaseHook, when set (tests), is called by the releaser before each
 // descriptor it closes.
@@ -79,6 +94,13 @@ func release(fd int) {
 		return
 	}
 	r.fds = append(r.fds, fd)
+	r.last = releaseClock()
+	if len(r.fds) >= r.limit/2 {
+		select { // half the bound: no more holding back
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
 	start := !r.running
 	r.running = true
 	r.mu.Unlock()
@@ -99,6 +121,18 @@ func (r *releaser) run() {
 			r.idle.Broadcast()
 			r.mu.Unlock()
 			return
+		}
+		// Held back while writes go on (see ReleaseQuiet), up to half
+		// the bound.
+		if wait := ReleaseQuiet - releaseClock().Sub(r.last); wait > 0 && r.draining == 0 && len(r.fds) < r.limit/2 {
+			r.mu.Unlock()
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-r.wake: // WaitReleases
+				t.Stop()
+			}
+			continue
 		}
 		batch, r.fds = r.fds, batch[:0]
 		r.closing = len(batch)
@@ -126,6 +160,12 @@ func WaitReleases() {
 	r := releases
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.draining++
+	defer func() { r.draining-- }()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 	for r.running || len(r.fds) > 0 {
 		r.idle.Wait()
 	}

@@ -185,3 +185,57 @@ func TestGroupRenamesSyncedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestReleasesHeldWhileWritesGoOn: while writes come closer together than
+// ReleaseQuiet (here the releaser's clock stands still: always), the
+// replaced files stay held, none freed, up to half the bound; at half the
+// bound the releaser frees what it holds, and WaitReleases frees
+// everything at once rather than wait for the writes to pause.
+func TestReleasesHeldWhileWritesGoOn(t *testing.T) {
+	safefs.WaitReleases()
+	now := time.Now()
+	safefs.SetReleaseClock(func() time.Time { return now })
+	defer safefs.SetReleaseClock(nil)
+	defer safefs.SetReleaseLimit(safefs.SetReleaseLimit(8))
+	closed := make(chan struct{}, 16)
+	safefs.SetReleaseHook(func() { closed <- struct{}{} })
+	defer safefs.SetReleaseHook(nil)
+	dir := t.TempDir()
+	write := func(i int) {
+		t.Helper()
+		p := filepath.Join(dir, "f"+strconv.Itoa(i))
+		if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := safefs.WriteFile(p, []byte("new"), 0o644, -1, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inline0 := safefs.InlineReleases()
+	for i := range 3 {
+		write(i)
+	}
+	if n := safefs.PendingReleases(); n != 3 || len(closed) != 0 {
+		t.Fatalf("pending %d, closed %d; want 3 held, none closed", n, len(closed))
+	}
+	if held := heldDeleted(t, dir); len(held) != 3 {
+		t.Fatalf("held %v, want 3", held)
+	}
+	write(3) // half the bound: the releaser frees the 4 it holds
+	for range 4 {
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the releaser did not free its files at half its bound")
+		}
+	}
+	write(4)
+	write(5)
+	safefs.WaitReleases() // not held back: returns with all freed
+	if held := heldDeleted(t, dir); len(held) != 0 {
+		t.Fatalf("still held after WaitReleases: %v", held)
+	}
+	if len(closed) != 2 || safefs.InlineReleases() != inline0 {
+		t.Fatalf("closed %d more, %d inline; want 2 and 0", len(closed), safefs.InlineReleases()-inline0)
+	}
+}
