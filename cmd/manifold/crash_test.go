@@ -17,6 +17,11 @@ import (
 const crashEnv = "MANIFOLD_TEST_CRASH"
 
 func TestMain(m *testing.M) {
+	if args := os.Getenv(mainArgsEnv); args != "" {
+		os.Args = append([]string{"manifold"}, strings.Split(args, "\x1f")...)
+		main()
+		return
+	}
 	switch os.Getenv(crashEnv) {
 	case "":
 		os.Exit(m.Run())

@@ -59,7 +59,7 @@ func main() {
 		profilePeakHeap(path, func(err error) { fmt.Fprintf(os.Stderr, "manifold: MANIFOLD_MEM_PROFILE: %v\n", err) })
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Run(ctx, cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, os.Args[1:])
+	code := cli.Run(ctx, cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ProcessExits: true}, os.Args[1:])
 	stop()
 	exit(code)
 }

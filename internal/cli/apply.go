@@ -132,7 +132,7 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	logger := newLogger(st.Stderr, o.logLevel.value)
 	eopts := embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, MaxTreeRuns: o.maxTreeRuns, Concurrency: o.concurrency,
 		Watch: o.watch.enabled, RunTimeout: o.timeout}
-	var starting startingEngine
+	var starting *startingEngine
 	if !conn.explicit() {
 		// The engine starts while facts are gathered and the manifest
 		// compiled; it is closed unless the run goes ahead.
@@ -160,6 +160,11 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	if !ok {
 		return ExitInvalid
 	}
+	if starting != nil {
+		// The worker starts with this host's facts while the manifest
+		// compiles.
+		starting.startWorker(facts)
+	}
 	if conn.explicit() {
 		if facts, err = o.compile.runFacts(); err != nil {
 			fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
@@ -174,6 +179,18 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	tree, ok := compileTreeOpts(st, "apply", path, compile.Opts{Run: data, Facts: facts, ParseOnce: true})
 	if !ok {
 		return ExitInvalid
+	}
+	// Embedded, the bundle is packed while the engine still starts.
+	var req bus.RunRequest
+	var archive []byte
+	if !conn.explicit() {
+		req = bus.RunRequest{
+			RunID: coordinator.NewRunID(), Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth,
+		}
+		if archive, err = packBundle(&req, path, tree, true); err != nil {
+			fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
+			return ExitInvalid
+		}
 	}
 	shutdown, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "manifold-cli", Endpoint: o.otlpEndpoint})
 	if err != nil {
@@ -196,12 +213,7 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("run did not finish within --timeout %s", o.timeout))
 		defer cancel()
 	}
-	eopts.Facts = facts
-	engineCtx := ctx
-	if o.watch.enabled {
-		engineCtx = context.WithoutCancel(ctx)
-	}
-	eng, err := starting.wait(engineCtx, eopts)
+	eng, err := starting.wait()
 	starting = nil
 	if err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
@@ -209,13 +221,14 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	}
 	defer eng.closeWithin(st, embeddedStopWait)
 
-	req := bus.RunRequest{
-		RunID: coordinator.NewRunID(), Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth,
-	}
-	if err := uploadBundle(ctx, eng.bus, &req, path, tree, true); err != nil {
+	if err := putBundle(ctx, eng.bus, &req, archive); err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
+		if ctx.Err() != nil { // --timeout or a signal: could not run
+			return ExitUnavailable
+		}
 		return ExitInvalid
 	}
+	archive = nil // collectable during the run
 	if o.watch.enabled {
 		return runWatch(ctx, &watchRun{st: st, eng: eng, tree: tree, req: req, output: o.output.value, runTimeout: o.timeout,
 			facts: facts, jaegerURL: o.jaegerURL, logger: logger}, o.watch)

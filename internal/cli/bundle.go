@@ -27,34 +27,51 @@ const runDataFile = ".manifold/run-data.json"
 // set, WorkDir is the bundle root on this host (embedded mode: workers
 // share the filesystem).
 func uploadBundle(ctx context.Context, b *bus.Bus, req *bus.RunRequest, path string, t *compile.Tree, local bool) error {
+	archive, err := packBundle(req, path, t, local)
+	if err != nil {
+		return err
+	}
+	return putBundle(ctx, b, req, archive)
+}
+
+// packBundle is uploadBundle's part that needs no bus: it returns the
+// bundle's archive and fills every field of req but Bundle (putBundle
+// does). The embedded apply packs while its engine starts.
+func packBundle(req *bus.RunRequest, path string, t *compile.Tree, local bool) ([]byte, error) {
 	if len(req.Data) > 0 {
 		data, err := json.Marshal(req.Data)
 		if err != nil {
-			return fmt.Errorf("run data: %w", err)
+			return nil, fmt.Errorf("run data: %w", err)
 		}
 		if len(data) > maxInlineData {
 			if _, err := t.Bundle.Read(runDataFile); err == nil {
-				return fmt.Errorf("bundle %s: %s is reserved for the run's data", path, runDataFile)
+				return nil, fmt.Errorf("bundle %s: %s is reserved for the run's data", path, runDataFile)
 			}
 			if err := t.Bundle.Add(runDataFile, data); err != nil {
-				return fmt.Errorf("bundle %s: run data: %w", path, err)
+				return nil, fmt.Errorf("bundle %s: run data: %w", path, err)
 			}
 			req.Data, req.DataFile = nil, runDataFile
 		}
 	}
 	archive, err := t.Bundle.Archive()
 	if err != nil {
-		return fmt.Errorf("bundle %s: %w", path, err)
+		return nil, fmt.Errorf("bundle %s: %w", path, err)
 	}
+	req.Entry, req.ManifestName = t.Entry, path
+	if local {
+		if req.WorkDir, err = filepath.Abs(filepath.Dir(path)); err != nil {
+			return nil, err
+		}
+	}
+	return archive, nil
+}
+
+// putBundle stores a packed bundle and names it in req.Bundle.
+func putBundle(ctx context.Context, b *bus.Bus, req *bus.RunRequest, archive []byte) error {
 	name, err := b.PutBundle(ctx, archive)
 	if err != nil {
 		return err
 	}
-	req.Bundle, req.Entry, req.ManifestName = name, t.Entry, path
-	if local {
-		if req.WorkDir, err = filepath.Abs(filepath.Dir(path)); err != nil {
-			return err
-		}
-	}
+	req.Bundle = name
 	return nil
 }

@@ -38,6 +38,13 @@ type IO struct {
 	Stdout, Stderr io.Writer
 	// Getenv defaults to os.Getenv.
 	Getenv func(string) string
+	// ProcessExits says the process ends when the command returns
+	// (cmd/manifold): the embedded engine of a finished apply is then
+	// not shut down (its server's streams deleted, the server stopped),
+	// since the exit ends it; its worker and coordinator are still
+	// stopped and its store removed. Tests that run commands in process
+	// leave it false.
+	ProcessExits bool
 }
 
 type command struct {

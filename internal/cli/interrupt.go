@@ -45,11 +45,17 @@ func exitOnSecondSignal(st IO, cmd string) (disarm func()) {
 	}
 }
 
-// closeWithin stops the embedded engine, giving up after d.
+// closeWithin stops the embedded engine, giving up after d; when the
+// process exits next (st.ProcessExits), the exit ends the server
+// (closeBeforeExit).
 func (e *embedded) closeWithin(st IO, d time.Duration) {
 	done := make(chan struct{})
 	go func() {
-		e.close()
+		if st.ProcessExits {
+			e.closeBeforeExit()
+		} else {
+			e.close()
+		}
 		close(done)
 	}()
 	t := time.NewTimer(d)

@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/internal/compile"
+)
+
+// TestStartingEngineStartsWorkerOnFacts: once handed this host's facts,
+// the starting engine starts its worker by itself, the command not
+// waiting on it (it compiles meanwhile), and the worker publishes those
+// facts.
+func TestStartingEngineStartsWorkerOnFacts(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := startEmbeddedAsync(ctx, quietEmbeddedOpts())
+	select {
+	case <-s.done:
+		t.Fatal("the engine finished starting without the facts")
+	default:
+	}
+	s.startWorker(map[string]any{"role": "db"})
+	var r startedEngine
+	select {
+	case r = <-s.done: // what wait receives: the start went on without it
+	case <-ctx.Done():
+		t.Fatal("the engine did not finish starting within 30s")
+	}
+	require.NoError(t, r.err)
+	defer r.e.close()
+	require.NotNil(t, r.e.worker, "the worker started with the facts")
+	entry, err := r.e.bus.Workers().Get(ctx, "embedded")
+	require.NoError(t, err, "the worker registered")
+	require.Contains(t, string(entry.Value), `"role":"db"`)
+}
+
+// TestStartingEngineAbandoned: a command that ends before handing the
+// facts over (an invalid manifest) or after stops the engine and
+// removes its store.
+func TestStartingEngineAbandoned(t *testing.T) {
+	for _, handed := range []bool{false, true} {
+		tmp := t.TempDir()
+		t.Setenv("TMPDIR", tmp)
+		s := startEmbeddedAsync(context.Background(), quietEmbeddedOpts())
+		if handed {
+			s.startWorker(map[string]any{})
+		}
+		done := make(chan struct{})
+		go func() { s.abandon(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("handed=%v: abandon did not return within 30s", handed)
+		}
+		stores, err := filepath.Glob(filepath.Join(tmp, embeddedStorePrefix+"*"))
+		require.NoError(t, err)
+		require.Empty(t, stores, "handed=%v: the store is removed", handed)
+		entries, err := os.ReadDir(tmp)
+		require.NoError(t, err)
+		require.Empty(t, entries)
+	}
+}
+
+// TestCloseBeforeExitStopsWorkerAndRemovesStore: the close of a process
+// about to exit stops the worker and the coordinator and removes the
+// store; the server is left for the exit.
+func TestCloseBeforeExitStopsWorkerAndRemovesStore(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	e, err := startEmbedded(context.Background(), quietEmbeddedOpts())
+	require.NoError(t, err)
+	e.closeBeforeExit()
+	defer e.close() // what the exit does: the server stops (the test process goes on)
+	require.NoDirExists(t, e.dir)
+	_, err = e.bus.Workers().Get(context.Background(), "embedded")
+	require.Error(t, err, "the worker deregistered as it stopped")
+	probe, err := e.srv.Connect("probe")
+	require.NoError(t, err, "the server is left for the exit")
+	defer probe.Close()
+	require.NoError(t, probe.Flush())
+}
+
+// TestPackBundleThenPut: a bundle packed without a bus (while the embedded
+// engine starts) and put once the bus is there is the bundle uploadBundle
+// stores, and the request names it as uploadBundle's does.
+func TestPackBundleThenPut(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.yaml")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "motd.txt"), []byte("hello\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte("resources:\n  - file:\n      - "+filepath.Join(dir, "motd")+
+		":\n          ensure: present\n          content: \"{{ file('motd.txt') }}\"\n"), 0o600))
+	tree, err := compile.Build(path, compile.Opts{})
+	require.NoError(t, err)
+	big := map[string]any{"blob": strings.Repeat("x", maxInlineData)} // travels in the bundle
+
+	packed := bus.RunRequest{RunID: "r1", Data: big}
+	archive, err := packBundle(&packed, path, tree, true)
+	require.NoError(t, err)
+	require.Empty(t, packed.Bundle, "not stored yet")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := startEmbedded(ctx, quietEmbeddedOpts())
+	require.NoError(t, err)
+	defer e.close()
+	require.NoError(t, putBundle(ctx, e.bus, &packed, archive))
+
+	tree2, err := compile.Build(path, compile.Opts{})
+	require.NoError(t, err)
+	uploaded := bus.RunRequest{RunID: "r1", Data: big}
+	require.NoError(t, uploadBundle(ctx, e.bus, &uploaded, path, tree2, true))
+	require.Equal(t, uploaded, packed)
+	require.NotEmpty(t, packed.Bundle)
+	require.Equal(t, runDataFile, packed.DataFile)
+	stored, err := e.bus.GetBundle(ctx, packed.Bundle)
+	require.NoError(t, err)
+	require.Equal(t, archive, stored)
+}
