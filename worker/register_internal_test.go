@@ -67,3 +67,57 @@ func TestFactsEncodedOncePerRefresh(t *testing.T) {
 	enc.encode(nil)
 	require.Equal(t, 4, enc.encodes, "nil twice: encoded once")
 }
+
+// BenchmarkRegistrationEncoding: a heartbeat's registration with a host's
+// facts (hostFacts: 120 leaves, ~5 KB of JSON, as `manifold facts` of a
+// small VM): marshalled whole and digested, as before, or with the facts'
+// encoding kept from the previous heartbeat.
+func BenchmarkRegistrationEncoding(b *testing.B) {
+	facts := hostFacts()
+	reg := Registration{Name: "host-00001", Pools: []string{"fleet"}, Concurrency: 1, Running: []string{},
+		Facts: facts, Started: time.Now().UTC(), Seen: time.Now().UTC()}
+	b.Run("marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			data, _ := json.Marshal(reg)
+			_ = factsDigest(reg.Facts)
+			_ = data
+		}
+	})
+	b.Run("cached-facts", func(b *testing.B) {
+		b.ReportAllocs()
+		var enc factsEncoding
+		for b.Loop() {
+			f := enc.encode(reg.Facts)
+			data, _ := json.Marshal(registrationJSON{Name: reg.Name, Pools: reg.Pools, Concurrency: reg.Concurrency,
+				Running: reg.Running, Facts: f.json, Started: reg.Started, Seen: reg.Seen})
+			_ = data
+		}
+	})
+}
+
+// hostFacts is a facts map shaped like a small host's: nested maps of
+// strings, numbers and lists.
+func hostFacts() map[string]any {
+	disks := map[string]any{}
+	for i := range 8 {
+		disks["sd"+string(rune('a'+i))] = map[string]any{"size": 1 << 30 * (i + 1), "model": "QEMU HARDDISK", "rotational": false}
+	}
+	ifaces := map[string]any{}
+	for i := range 6 {
+		ifaces["eth"+string(rune('0'+i))] = map[string]any{"mtu": 1500, "mac": "52:54:00:12:34:5" + string(rune('0'+i)),
+			"addrs": []any{"10.0.0." + string(rune('1'+i)) + "/24", "fe80::5054:ff:fe12:345" + string(rune('0'+i)) + "/64"}}
+	}
+	env := map[string]any{}
+	for i := range 30 {
+		env["VAR_"+string(rune('A'+i%26))+string(rune('a'+i/26))] = "/usr/local/lib/value/number/" + string(rune('a'+i%26))
+	}
+	return map[string]any{
+		"host": map[string]any{"info": map[string]any{"hostname": "host-00001", "os": "linux", "platform": "debian",
+			"platformVersion": "12.7", "kernelVersion": "6.1.0-26-amd64", "uptime": 123456, "procs": 211}},
+		"cpu":    map[string]any{"count": 2, "model": "Intel Xeon Processor (Icelake)", "mhz": 2600.0, "flags": []any{"fpu", "vme", "de", "pse", "tsc", "msr", "pae", "mce", "cx8", "apic", "sep", "mtrr", "pge", "mca", "cmov", "pat", "pse36", "clflush", "mmx", "fxsr", "sse", "sse2", "ss", "syscall", "nx", "avx", "avx2", "avx512f"}},
+		"memory": map[string]any{"total": 4 << 30, "available": 3 << 30, "swap": 0},
+		"disks":  disks, "network": ifaces, "environment": env,
+		"role": "fleet", "node": "host-00001", "index": 1,
+	}
+}
