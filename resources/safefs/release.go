@@ -14,12 +14,19 @@ import (
 const MaxPendingReleases = 8192
 
 // ReleaseQuiet is how long writes must pause before the releaser frees
-// the files they replaced (or until it holds half its bound): on ext4
+// the files they replaced (or until it holds half its bound, or
+// MaxHeldBytes): on ext4
 // without a journal, creating an inode skips, one by one, every inode of
 // its group freed in the last 30 s (find_inode_bit, recently_deleted), so
 // freeing the replaced files while a storm's writes go on made each
 // temporary file's creation cost more than the one before.
 const ReleaseQuiet = 100 * time.Millisecond
+
+// MaxHeldBytes bounds the space of the replaced files held back (see
+// ReleaseQuiet), by their allocated blocks: past it the releaser frees
+// what it holds at once, so a run replacing large files gives their space
+// back as it goes.
+const MaxHeldBytes = 64 << 20
 
 // A write replaces its target by renaming a new inode over it; the old
 // inode is freed when the rename drops its last name. On a filesystem
@@ -40,6 +47,7 @@ type releaser struct {
 	fds      []int
 	last     time.Time // the latest release
 	draining int       // WaitReleases callers: no holding back
+	bytes    int64     // the space of fds (allocated blocks)
 	wake     chan struct{}
 	running  bool
 	closing  int       // descriptors of the batch being closed
@@ -82,6 +90,11 @@ func release(fd int) {
 	if fd < 0 {
 		return
 	}
+	var st syscall.Stat_t
+	size := int64(MaxHeldBytes) // not known: not held back
+	if syscall.Fstat(fd, &st) == nil {
+		size = st.Blocks * 512
+	}
 	r := releases
 	r.mu.Lock()
 	if r.limit == 0 {
@@ -94,8 +107,9 @@ func release(fd int) {
 		return
 	}
 	r.fds = append(r.fds, fd)
+	r.bytes += size
 	r.last = releaseClock()
-	if len(r.fds) >= r.limit/2 {
+	if len(r.fds) >= r.limit/2 || r.bytes >= MaxHeldBytes {
 		select { // half the bound: no more holding back
 		case r.wake <- struct{}{}:
 		default:
@@ -123,8 +137,8 @@ func (r *releaser) run() {
 			return
 		}
 		// Held back while writes go on (see ReleaseQuiet), up to half
-		// the bound.
-		if wait := ReleaseQuiet - releaseClock().Sub(r.last); wait > 0 && r.draining == 0 && len(r.fds) < r.limit/2 {
+		// the bound and MaxHeldBytes.
+		if wait := ReleaseQuiet - releaseClock().Sub(r.last); wait > 0 && r.draining == 0 && len(r.fds) < r.limit/2 && r.bytes < MaxHeldBytes {
 			r.mu.Unlock()
 			t := time.NewTimer(wait)
 			select {
@@ -135,6 +149,7 @@ func (r *releaser) run() {
 			continue
 		}
 		batch, r.fds = r.fds, batch[:0]
+		r.bytes = 0
 		r.closing = len(batch)
 		r.mu.Unlock()
 		for _, fd := range batch {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -237,5 +238,52 @@ func TestReleasesHeldWhileWritesGoOn(t *testing.T) {
 	}
 	if len(closed) != 2 || safefs.InlineReleases() != inline0 {
 		t.Fatalf("closed %d more, %d inline; want 2 and 0", len(closed), safefs.InlineReleases()-inline0)
+	}
+}
+
+// TestReleasesHeldUpToMaxHeldBytes: a replaced file of MaxHeldBytes of
+// blocks is not held back, however close the writes (a stopped clock):
+// the releaser frees it, and the small one held before it, at once.
+func TestReleasesHeldUpToMaxHeldBytes(t *testing.T) {
+	safefs.WaitReleases()
+	now := time.Now()
+	safefs.SetReleaseClock(func() time.Time { return now })
+	defer safefs.SetReleaseClock(nil)
+	closed := make(chan struct{}, 4)
+	safefs.SetReleaseHook(func() { closed <- struct{}{} })
+	defer safefs.SetReleaseHook(nil)
+	dir := t.TempDir()
+	small, big := filepath.Join(dir, "small"), filepath.Join(dir, "big")
+	if err := os.WriteFile(small, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Fallocate(int(f.Fd()), 0, 0, safefs.MaxHeldBytes); err != nil {
+		f.Close()
+		t.Skipf("fallocate: %v", err)
+	}
+	f.Close()
+	if err := safefs.WriteFile(small, []byte("new"), 0o644, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if n := safefs.PendingReleases(); n != 1 || len(closed) != 0 {
+		t.Fatalf("pending %d, closed %d; want the small one held", n, len(closed))
+	}
+	if err := safefs.WriteFile(big, []byte("new"), 0o644, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the releaser held a replaced file of MaxHeldBytes")
+		}
+	}
+	safefs.WaitReleases()
+	if held := heldDeleted(t, dir); len(held) != 0 {
+		t.Fatalf("still held: %v", held)
 	}
 }
