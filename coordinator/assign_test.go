@@ -64,14 +64,20 @@ func (tb *testBundle) startWorker(t *testing.T, name string) (*worker.Worker, st
 	require.NoError(t, err)
 	require.NoError(t, w.Start(t.Context()))
 	t.Cleanup(func() { within(t, "worker Kill", w.Kill) })
-	// Assignments made from now on are taken as made (trigger assign),
-	// not as found at start.
+	waitSynced(t, w, name)
+	return w, root
+}
+
+// waitSynced waits until worker w has read the stored assignments: those
+// made from now on are taken as made (trigger assign), not as found at
+// start.
+func waitSynced(t *testing.T, w *worker.Worker, name string) {
+	t.Helper()
 	select {
 	case <-w.AssignmentsSynced():
 	case <-time.After(runDeadline):
 		t.Fatalf("worker %s did not read the stored assignments within %s", name, runDeadline)
 	}
-	return w, root
 }
 
 // waitState watches worker's entry until ok holds for its state of the
@@ -325,6 +331,7 @@ func TestAssignmentMetrics(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w.Start(t.Context()))
 	t.Cleanup(func() { within(t, "worker Kill", w.Kill) })
+	waitSynced(t, w, "w1")
 	seen := map[string]bool{}
 	v := tb.assign(t, "site", assignManifest("v1\n"))
 	st := tb.waitState(t, "w1", "site", ranAfter(v, "assign", seen))
