@@ -207,11 +207,7 @@ func (b *Bus) ResolveTask(ctx context.Context, t Task) (Task, error) {
 // PublishOutcomeAsync publishes a task outcome without waiting.
 func (b *Bus) PublishOutcomeAsync(ctx context.Context, o Outcome) *Pending {
 	o.V = Version
-	data, err := encode(o)
-	if err != nil {
-		return &Pending{err: err}
-	}
-	return b.publishAsync(ctx, OutcomeSubject(o.RunID), "", data)
+	return b.publishAsync(ctx, OutcomeSubject(o.RunID), "", MarshalOutcome(&o))
 }
 
 // PublishEventNoAck publishes a progress event into the events stream
@@ -268,6 +264,9 @@ func (b *Bus) kvPutSubject(bucket, key string) string {
 }
 
 func encode(v any) ([]byte, error) {
+	if data, ok := encodeFast(v); ok {
+		return data, nil
+	}
 	data, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("bus: encode: %w", err)

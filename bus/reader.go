@@ -261,6 +261,6 @@ func (h *reader) Stop() {
 // entryOf decodes a history message.
 func entryOf(msg jetstream.Msg, seq uint64) HistoryEntry {
 	e := HistoryEntry{Seq: seq, Ctx: ExtractTrace(context.Background(), msg.Headers())}
-	e.Err = Decode(msg.Data(), &e.Outcome)
+	e.Err = decodeOutcome(msg.Data(), &e.Outcome)
 	return e
 }

@@ -46,7 +46,7 @@ const publishPatience = 2 * time.Minute
 // together by executeBatch, then answered one by one as above.
 func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	var task bus.Task
-	if err := bus.Decode(d.Data(), &task); err != nil {
+	if err := bus.DecodeTask(d.Data(), &task); err != nil {
 		w.log.Error("task dropped: unreadable", "subject", d.Subject(), "error", err)
 		_ = d.Term(err.Error())
 		return
@@ -336,9 +336,7 @@ func (w *Worker) record(ctx context.Context, task bus.Task, o bus.Outcome, log *
 		bus.SignOutcome(&o, task.Token)
 	}
 	if !o.Replayed && mustRecord(task, o) {
-		if data, err := json.Marshal(o); err == nil {
-			ps = append(ps, w.bus.PutResultAsync(ctx, resultKey(task), data))
-		}
+		ps = append(ps, w.bus.PutResultAsync(ctx, resultKey(task), bus.MarshalOutcome(&o)))
 	}
 	if batch != nil {
 		batch.Add(o)
