@@ -29,6 +29,16 @@ type CoalesceConfig struct {
 	// storm is repaired in batches at this pace, never starved). Defaults
 	// to 100ms.
 	MaxDelay time.Duration
+	// StormSize is the number of keys from which a batch is a storm's: it
+	// then waits for Quiet up to StormDelay after its first hint instead
+	// of MaxDelay. Defaults to 1,000.
+	StormSize int
+	// StormDelay is the longest a storm's first hint waits while hints
+	// keep coming. A storm cut at MaxDelay was repaired by two runs, the
+	// second waiting for the first and then re-checking every file the
+	// first had just written (their events join it): 10,000 edits made in
+	// 0.2 s cost 0.3–0.4 s more than in one run. Defaults to 500ms.
+	StormDelay time.Duration
 }
 
 func (c CoalesceConfig) withDefaults() CoalesceConfig {
@@ -41,15 +51,25 @@ func (c CoalesceConfig) withDefaults() CoalesceConfig {
 	if c.MaxDelay < c.Quiet {
 		c.MaxDelay = c.Quiet
 	}
+	if c.StormSize <= 0 {
+		c.StormSize = 1000
+	}
+	if c.StormDelay <= 0 {
+		c.StormDelay = 500 * time.Millisecond
+	}
+	if c.StormDelay < c.MaxDelay {
+		c.StormDelay = c.MaxDelay
+	}
 	return c
 }
 
 // Coalesce reads hints until ctx ends or in is closed and sends batches on
 // out: a batch goes once hints have been quiet for Quiet, or MaxDelay after
-// its first hint, whichever comes first. Sending blocks while the caller
-// is busy with the previous batch; hints arriving meanwhile join the next
-// one, so a storm of N edits gives at most one batch per MaxDelay plus one
-// per repair, never N. It closes out when it returns.
+// its first hint (StormDelay once it holds StormSize keys), whichever comes
+// first. Sending blocks while the caller is busy with the previous batch;
+// hints arriving meanwhile join the next one, so a storm of N edits gives
+// at most one batch per MaxDelay plus one per repair, never N. It closes
+// out when it returns.
 func Coalesce(ctx context.Context, cfg CoalesceConfig, in <-chan Hint, out chan<- Batch) {
 	defer close(out)
 	cfg = cfg.withDefaults()
@@ -57,6 +77,9 @@ func Coalesce(ctx context.Context, cfg CoalesceConfig, in <-chan Hint, out chan<
 		b       *Batch
 		quiet   = time.NewTimer(time.Hour)
 		maxWait = time.NewTimer(time.Hour)
+		first   time.Time // b's first hint
+		armed   bool      // maxWait runs for b (not while b waits to be taken)
+		storm   bool      // maxWait was moved to first + StormDelay
 	)
 	quiet.Stop()
 	maxWait.Stop()
@@ -65,6 +88,7 @@ func Coalesce(ctx context.Context, cfg CoalesceConfig, in <-chan Hint, out chan<
 	add := func(h Hint) {
 		if b == nil {
 			b = &Batch{Why: map[string]string{}}
+			first, armed, storm = time.Now(), true, false
 			maxWait.Reset(cfg.MaxDelay)
 		}
 		b.Hints++
@@ -77,11 +101,16 @@ func Coalesce(ctx context.Context, cfg CoalesceConfig, in <-chan Hint, out chan<
 			b.Keys = append(b.Keys, h.Key)
 			b.Why[h.Key] = h.Why
 		}
+		if armed && !storm && len(b.Keys) >= cfg.StormSize {
+			storm = true
+			maxWait.Reset(time.Until(first.Add(cfg.StormDelay)))
+		}
 		quiet.Reset(cfg.Quiet)
 	}
 	flush := func() bool {
 		quiet.Stop()
 		maxWait.Stop()
+		armed = false
 		if b == nil {
 			return true
 		}

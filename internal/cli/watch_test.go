@@ -84,14 +84,25 @@ func TestWatchRunLimit(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != watchMemoryLimit {
 		t.Fatalf("idle limit with a 10 MiB live heap: %d, want %d", got, watchMemoryLimit)
 	}
+	if got := debug.SetGCPercent(-1); got != watchGCPercent {
+		t.Fatalf("idle GOGC %d, want %d", got, watchGCPercent)
+	}
+	debug.SetGCPercent(watchGCPercent)
 	restore := w.runLimit()
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Fatalf("limit during a run: %d, want none", got)
 	}
+	if got := debug.SetGCPercent(-1); got != runGCPercent {
+		t.Fatalf("GOGC during a run %d, want %d", got, runGCPercent)
+	}
+	debug.SetGCPercent(runGCPercent)
 	live = 300 << 20 // the run's outcomes are kept
 	restore()
 	if got := debug.SetMemoryLimit(-1); got != 600<<20 {
 		t.Fatalf("limit after a run leaving 300 MiB live: %d, want %d", got, 600<<20)
+	}
+	if got := debug.SetGCPercent(-1); got != watchGCPercent {
+		t.Fatalf("GOGC after a run %d, want %d", got, watchGCPercent)
 	}
 
 	// GOMEMLIMIT set by the user: runs leave it as it is.
