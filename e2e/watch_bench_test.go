@@ -32,6 +32,12 @@ import (
 //	BenchmarkWatchStorm: every file edited once, until all are repaired;
 //	BenchmarkWatchIdle: CPU and RSS of the watching process while
 //	  nothing changes.
+//
+// MANIFOLD_BENCH_DIR=DIR puts the managed files under DIR instead of the
+// test's temporary directory: a storm on another filesystem (the
+// development machine's root filesystem is ext4 without a journal, where
+// creating an inode skips every inode freed in the last minute one by one;
+// docs/converge.md, "The storm, round 5").
 
 // watchBench is a running `apply --watch` over n files.
 type watchBench struct {
@@ -42,7 +48,7 @@ type watchBench struct {
 
 func startWatchBench(b *testing.B, n int, extra ...string) *watchBench {
 	b.Helper()
-	dir := b.TempDir()
+	dir := benchDir(b)
 	var m strings.Builder
 	m.WriteString("resources:\n  - file:\n")
 	paths := make([]string, n)
@@ -70,6 +76,21 @@ func startWatchBench(b *testing.B, n int, extra ...string) *watchBench {
 	p := start(b, runOpts{dir: dir}, append(args, manifest)...)
 	waitOutput(b, p, "watching:", 10*time.Minute)
 	return &watchBench{p: p, paths: paths, want: []byte("managed\n")}
+}
+
+// benchDir is a fresh directory under $MANIFOLD_BENCH_DIR when set (removed
+// at the end), else the test's temporary directory.
+func benchDir(b *testing.B) string {
+	base := os.Getenv("MANIFOLD_BENCH_DIR")
+	if base == "" {
+		return b.TempDir()
+	}
+	dir, err := os.MkdirTemp(base, "watch-bench-")
+	if err != nil {
+		b.Fatalf("MANIFOLD_BENCH_DIR: %v", err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // repaired polls path until it holds the managed content (a tight poll:
