@@ -24,7 +24,11 @@ type Config struct {
 	// cluster. Defaults to 1.
 	Replicas int
 	// WorkerTTL is how long a worker registration lives without a
-	// heartbeat. Defaults to 15s.
+	// heartbeat: how long a worker that died without deregistering is
+	// still taken as live (a fan-out's targets, `manifold workers`). A
+	// worker writes its entry when it changed and every WorkerTTL/3 in
+	// any case. Defaults to 60s (15s before 2026-11-27: 200 writes a
+	// second per 1,000 idle workers, now 50).
 	WorkerTTL time.Duration
 	// TaskAckWait is how long a worker may hold a task without acking or
 	// sending progress before it is redelivered. Defaults to 30s.
@@ -79,10 +83,13 @@ type Config struct {
 	Domain string
 }
 
+// DefaultWorkerTTL is the default of Config.WorkerTTL.
+const DefaultWorkerTTL = 60 * time.Second
+
 // WithDefaults returns cfg with every zero field set to its default.
 func (cfg Config) WithDefaults() Config {
 	cfg.Replicas = max(cfg.Replicas, 1)
-	cfg.WorkerTTL = durationOr(cfg.WorkerTTL, 15*time.Second)
+	cfg.WorkerTTL = durationOr(cfg.WorkerTTL, DefaultWorkerTTL)
 	cfg.TaskAckWait = durationOr(cfg.TaskAckWait, 30*time.Second)
 	if cfg.TaskMaxDeliver <= 0 {
 		cfg.TaskMaxDeliver = 5

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -93,6 +94,19 @@ type Config struct {
 	// it the oldest is dropped with a warning. Defaults to
 	// DefaultSpoolMax (1000).
 	SpoolMax int
+	// HeartbeatCheck is how often the worker looks whether its entry in
+	// the workers bucket changed (running tasks, facts, assignments, last
+	// run): a changed entry is written then, an unchanged one only every
+	// WorkerTTL/3, which keeps it alive. Defaults to DefaultHeartbeatCheck
+	// (5s); never more than WorkerTTL/3.
+	HeartbeatCheck time.Duration
+	// PoolConsumers, when set, gives the consumer to take a pool's tasks
+	// with, by pool, instead of the worker binding its own: one Consumer
+	// shared by the workers of one process, whose Next calls take turns,
+	// so the pool's consumer on the server holds one waiting pull for
+	// all of them. For processes that simulate many hosts (benchmarks):
+	// a real host runs one worker and binds its own (nil).
+	PoolConsumers map[string]*bus.Consumer
 }
 
 // WithDefaults returns cfg with zero fields set to their defaults.
@@ -117,6 +131,7 @@ func (cfg Config) WithDefaults() Config {
 	}
 	cfg.PlanCacheMaxBytes = cmp.Or(cfg.PlanCacheMaxBytes, DefaultPlanCacheMaxBytes)
 	cfg.SpoolMax = cmp.Or(cfg.SpoolMax, DefaultSpoolMax)
+	cfg.HeartbeatCheck = cmp.Or(cfg.HeartbeatCheck, DefaultHeartbeatCheck)
 	if cfg.CacheDir == "" {
 		base, err := os.UserCacheDir()
 		if err != nil {
@@ -133,6 +148,9 @@ func (cfg Config) validate() error {
 	}
 	if cfg.PlanCacheMaxBytes < 0 || cfg.SpoolMax < 0 {
 		return fmt.Errorf("worker: plan cache bound %d and spool bound %d must not be negative", cfg.PlanCacheMaxBytes, cfg.SpoolMax)
+	}
+	if cfg.HeartbeatCheck < 0 {
+		return fmt.Errorf("worker: heartbeat check %s must not be negative", cfg.HeartbeatCheck)
 	}
 	if cfg.Concurrency < 1 {
 		return fmt.Errorf("worker: concurrency %d must be at least 1", cfg.Concurrency)
@@ -164,6 +182,11 @@ type Worker struct {
 	// (guarded by regMu): facts change only when refreshed (a new map),
 	// so a heartbeat encodes them again only then.
 	factsEnc factsEncoding
+	// written is the last entry written without its seen time, and
+	// writtenAt when (guarded by regMu): a heartbeat writes an unchanged
+	// entry only when it is due to be kept alive.
+	written   []byte
+	writtenAt time.Time
 
 	bus    *bus.Bus
 	log    *slog.Logger
@@ -255,6 +278,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	errs := make([]error, len(consumers)+1)
 	var wg sync.WaitGroup
 	for i, pool := range w.cfg.Pools {
+		if c := w.cfg.PoolConsumers[pool]; c != nil {
+			consumers[i] = c
+			continue
+		}
 		wg.Go(func() {
 			c, err := w.bus.TaskConsumer(ctx, pool)
 			consumers[i], errs[i] = c, err
@@ -421,7 +448,14 @@ type Registration struct {
 	Fleet *FleetStatus `json:"fleet,omitempty"`
 }
 
-func (w *Worker) register(ctx context.Context) error {
+// register writes the worker's entry in the workers bucket now (its
+// state changed: started, an assignment converged, back online).
+func (w *Worker) register(ctx context.Context) error { return w.registerUnlessFresh(ctx, 0) }
+
+// registerUnlessFresh writes the worker's entry in the workers bucket,
+// unless it has not changed (but for its seen time) since it was written
+// less than keepAlive ago; keepAlive 0 writes it in any case.
+func (w *Worker) registerUnlessFresh(ctx context.Context, keepAlive time.Duration) error {
 	// One at a time: the entry written last holds the newest state, and
 	// publishedFacts its facts.
 	w.regMu.Lock()
@@ -434,18 +468,26 @@ func (w *Worker) register(ctx context.Context) error {
 	w.runMu.Unlock()
 	slices.Sort(running)
 	reg := Registration{Name: w.cfg.Name, Pools: w.cfg.Pools, Concurrency: w.cfg.Concurrency, Running: running,
-		Version: w.cfg.Version, Facts: w.facts(), Started: startTime, Seen: time.Now().UTC()}
+		Version: w.cfg.Version, Facts: w.facts(), Started: startTime}
 	if w.assign != nil {
 		reg.Assignments = w.assign.snapshot()
 	}
 	reg.Fleet = w.fleet.status()
 	facts := w.factsEnc.encode(reg.Facts)
-	data, _ := json.Marshal(registrationJSON{Name: reg.Name, Pools: reg.Pools, Concurrency: reg.Concurrency,
-		Running: reg.Running, Version: reg.Version, Facts: facts.json, Started: reg.Started, Seen: reg.Seen,
-		Assignments: reg.Assignments, Fleet: reg.Fleet})
+	entry := registrationJSON{Name: reg.Name, Pools: reg.Pools, Concurrency: reg.Concurrency,
+		Running: reg.Running, Version: reg.Version, Facts: facts.json, Started: reg.Started,
+		Assignments: reg.Assignments, Fleet: reg.Fleet}
+	unseen, _ := json.Marshal(entry)
+	now := time.Now()
+	if keepAlive > 0 && bytes.Equal(unseen, w.written) && now.Sub(w.writtenAt) < keepAlive {
+		return nil
+	}
+	entry.Seen = now.UTC()
+	data, _ := json.Marshal(entry)
 	if _, err := w.bus.Workers().Put(ctx, w.cfg.Name, data); err != nil {
 		return fmt.Errorf("worker: register: %w", err)
 	}
+	w.written, w.writtenAt = unseen, now
 	w.publishedFacts.Store(&facts.digest)
 	return nil
 }
@@ -535,8 +577,25 @@ func (w *Worker) refreshFacts(ctx context.Context) {
 // DefaultFactsInterval is the default of Config.FactsInterval.
 const DefaultFactsInterval = 10 * time.Minute
 
+// DefaultHeartbeatCheck is the default of Config.HeartbeatCheck.
+const DefaultHeartbeatCheck = 5 * time.Second
+
+// heartbeatTimes returns how long an unchanged entry is left as written
+// (a third of the workers bucket's TTL, so two heartbeats may be missed
+// before it expires) and how often the worker looks for changes.
+func heartbeatTimes(ttl, check time.Duration) (keepAlive, every time.Duration) {
+	keepAlive = max(ttl/3, 100*time.Millisecond)
+	return keepAlive, min(check, keepAlive)
+}
+
+// heartbeat keeps the worker's entry alive and up to date: every
+// HeartbeatCheck it writes the entry if it changed, and every WorkerTTL/3
+// in any case. The entry's TTL is the worker's liveness for every reader
+// (a fan-out's targets, `manifold workers`, `manifold fleet`, the web
+// view): a worker that dies without deregistering leaves it for at most
+// WorkerTTL.
 func (w *Worker) heartbeat(ctx context.Context) {
-	every := max(w.bus.Config().WorkerTTL/3, 100*time.Millisecond)
+	keepAlive, every := heartbeatTimes(w.bus.Config().WorkerTTL, w.cfg.HeartbeatCheck)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -544,7 +603,9 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := w.register(ctx); err != nil && ctx.Err() == nil {
+			// A tick late by up to every must still find the entry
+			// due: written a tick early rather than a tick late.
+			if err := w.registerUnlessFresh(ctx, keepAlive-every/2); err != nil && ctx.Err() == nil {
 				w.log.Warn("heartbeat failed", "error", err)
 			}
 		}
