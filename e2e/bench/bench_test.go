@@ -269,6 +269,7 @@ func TestConfigLimits(t *testing.T) {
 		"negative live":  {Root: "/x", FleetLiveRuns: -1},
 		"idle past max":  {Root: "/x", FleetIdle: MaxFleetIdle + time.Second},
 		"idle under 1s":  {Root: "/x", FleetIdle: time.Second - 1},
+		"unknown pulls":  {Root: "/x", FleetPulls: "some"},
 		"no module root": {},
 	} {
 		if err := c.WithDefaults().validate(); err == nil {
@@ -278,6 +279,9 @@ func TestConfigLimits(t *testing.T) {
 	at := Config{Root: "/x", Sizes: []int{MaxSize}, Reps: MaxReps, Workers: []int{MaxWorkers}, FleetIdle: MaxFleetIdle}.WithDefaults()
 	if err := at.validate(); err != nil {
 		t.Errorf("at the limits: %v", err)
+	}
+	if ok.FleetPulls != PullsShared {
+		t.Errorf("pulls by default: %s, want %s", ok.FleetPulls, PullsShared)
 	}
 	if ok.FleetIdle != 5*time.Second {
 		t.Errorf("idle window by default: %s, want 5s", ok.FleetIdle)

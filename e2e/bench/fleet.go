@@ -36,6 +36,8 @@ type FleetResult struct {
 	MaxConsumers int
 	// Executor is how the hosts apply files.
 	Executor string
+	// Pulls is how the hosts take the pool's tasks (Config.FleetPulls).
+	Pulls string
 	// Idle is the window idle hosts were measured over.
 	Idle time.Duration
 	Rows []*FleetRow
@@ -192,7 +194,7 @@ func fleetYAML(n int) string {
 // and coordinator.
 func (h *harness) runFleet(ctx context.Context) (*FleetResult, error) {
 	cfg := h.cfg
-	res := &FleetResult{Resources: cfg.FleetResources, Runs: cfg.FleetRuns, PerProcess: cfg.FleetPerProcess, LiveRuns: cfg.FleetLiveRuns, MaxConsumers: cfg.FleetMaxConsumers, Executor: cfg.FleetExecutor, Idle: cfg.FleetIdle}
+	res := &FleetResult{Resources: cfg.FleetResources, Runs: cfg.FleetRuns, PerProcess: cfg.FleetPerProcess, LiveRuns: cfg.FleetLiveRuns, MaxConsumers: cfg.FleetMaxConsumers, Executor: cfg.FleetExecutor, Pulls: cfg.FleetPulls, Idle: cfg.FleetIdle}
 	if got, err := raiseFileLimit(2*slices.Max(cfg.FleetHosts) + 4096); err != nil {
 		h.log.Warn("open files limit short", "limit", got, "error", err)
 	} else {
@@ -502,7 +504,7 @@ func (c *cluster) startHosts(ctx context.Context, n int, root, caches string) (i
 			return procs, fmt.Errorf("bench: %w", err)
 		}
 		args := []string{fleetHostsCommand, "--server", c.url, "--first", strconv.Itoa(first),
-			"--n", strconv.Itoa(count), "--root", root, "--cache-dir", caches, "--pool", fleetPool, "--executor", c.h.cfg.FleetExecutor}
+			"--n", strconv.Itoa(count), "--root", root, "--cache-dir", caches, "--pool", fleetPool, "--executor", c.h.cfg.FleetExecutor, "--pulls", c.h.cfg.FleetPulls}
 		if c.opts.profileDir != "" {
 			args = append(args, "--cpu-profile", filepath.Join(c.opts.profileDir, name+"-"+c.opts.label+".pprof"))
 		}

@@ -36,8 +36,18 @@ type hostConfig struct {
 	// executor is file (real files under the host's root) or memory
 	// (the file type's contents kept in the process: no disk).
 	executor string
+	// pulls is PullsShared or PullsHost.
+	pulls    string
 	first, n int
 }
+
+// How the simulated hosts of a process take the pool's tasks.
+const (
+	// PullsShared: one puller per host process (worker.Config.PoolConsumers).
+	PullsShared = "shared"
+	// PullsHost: one per host, as a real fleet's.
+	PullsHost = "host"
+)
 
 // fleetHostsMain runs a host process: n simulated hosts, host-<first> to
 // host-<first+n-1>, each a worker.Worker with its own NATS connection,
@@ -57,12 +67,13 @@ func fleetHostsMain(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&hc.pool, "pool", fleetPool, "pool every host takes")
 	fs.StringVar(&hc.cpuProfile, "cpu-profile", "", "write a CPU profile of this process")
 	fs.StringVar(&hc.executor, "executor", ExecutorFile, "file: real files under each host's root; memory: file contents kept in memory (no disk)")
+	fs.StringVar(&hc.pulls, "pulls", PullsShared, "shared: one puller of the pool per process; host: one per host")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if hc.server == "" || hc.root == "" || hc.cacheDir == "" || hc.n < 1 || hc.first < 1 || fs.NArg() > 0 ||
-		(hc.executor != ExecutorFile && hc.executor != ExecutorMemory) {
-		fmt.Fprintln(stderr, "benchrun fleet-hosts: --server, --root and --cache-dir are required, --n and --first at least 1, --executor file or memory, no arguments")
+		(hc.executor != ExecutorFile && hc.executor != ExecutorMemory) || (hc.pulls != PullsShared && hc.pulls != PullsHost) {
+		fmt.Fprintln(stderr, "benchrun fleet-hosts: --server, --root and --cache-dir are required, --n and --first at least 1, --executor file or memory, --pulls shared or host, no arguments")
 		return 2
 	}
 	// A descriptor per host's connection, and the files of its run.
@@ -76,8 +87,18 @@ func fleetHostsMain(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	hosts, err := startHosts(ctx, hc, log)
-	defer stopHosts(hosts)
+	pool, err := poolPuller(ctx, hc)
+	if err != nil {
+		fmt.Fprintf(stderr, "benchrun fleet-hosts: %v\n", err)
+		return 1
+	}
+	hosts, err := startHosts(ctx, hc, pool, log)
+	defer func() {
+		stopHosts(hosts)
+		if pool != nil {
+			pool.nc.Close()
+		}
+	}()
 	if err != nil {
 		fmt.Fprintf(stderr, "benchrun fleet-hosts: %v\n", err)
 		return 1
@@ -93,15 +114,43 @@ type simHost struct {
 	w  *worker.Worker
 }
 
+// sharedPuller is the pool's consumer the hosts of a process share, on a
+// connection of its own.
+type sharedPuller struct {
+	nc *nats.Conn
+	c  *bus.Consumer
+}
+
+// poolPuller returns the process's shared puller of hc's pool, or nil
+// with PullsHost.
+func poolPuller(ctx context.Context, hc hostConfig) (*sharedPuller, error) {
+	if hc.pulls != PullsShared {
+		return nil, nil
+	}
+	nc, err := bus.Connect(bus.ConnectConfig{URL: hc.server, Name: "pool-puller", Creds: hc.creds})
+	if err != nil {
+		return nil, fmt.Errorf("pool puller: %w", err)
+	}
+	b, err := bus.Attach(ctx, nc, bus.Config{})
+	if err == nil {
+		var c *bus.Consumer
+		if c, err = b.TaskConsumer(ctx, hc.pool); err == nil {
+			return &sharedPuller{nc: nc, c: c}, nil
+		}
+	}
+	nc.Close()
+	return nil, fmt.Errorf("pool puller: %w", err)
+}
+
 // startHosts starts the hosts of hc, a few at a time; on error it returns
 // those started.
-func startHosts(ctx context.Context, hc hostConfig, log *slog.Logger) ([]*simHost, error) {
+func startHosts(ctx context.Context, hc hostConfig, pool *sharedPuller, log *slog.Logger) ([]*simHost, error) {
 	hosts := make([]*simHost, hc.n)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for i := range hc.n {
 		g.Go(func() error {
-			h, err := startHost(gctx, hc, hc.first+i, log)
+			h, err := startHost(gctx, hc, hc.first+i, pool, log)
 			hosts[i] = h
 			return err
 		})
@@ -118,7 +167,7 @@ func startHosts(ctx context.Context, hc hostConfig, log *slog.Logger) ([]*simHos
 
 // startHost starts simulated host number i: its root and cache
 // directories, its connection, its worker.
-func startHost(ctx context.Context, hc hostConfig, i int, log *slog.Logger) (*simHost, error) {
+func startHost(ctx context.Context, hc hostConfig, i int, pool *sharedPuller, log *slog.Logger) (*simHost, error) {
 	name := hostName(i)
 	root := filepath.Join(hc.root, name)
 	if err := os.MkdirAll(filepath.Join(root, fleetDir), 0o755); err != nil {
@@ -137,9 +186,13 @@ func startHost(ctx context.Context, hc hostConfig, i int, log *slog.Logger) (*si
 	if hc.executor == ExecutorMemory {
 		reg = memoryRegistry()
 	}
+	var pulls map[string]*bus.Consumer
+	if pool != nil {
+		pulls = map[string]*bus.Consumer{hc.pool: pool.c}
+	}
 	w, err := worker.New(worker.Config{Bus: b, Registry: reg, Name: name, Pools: []string{hc.pool},
 		Concurrency: 1, Logger: log, Version: "bench", CacheDir: filepath.Join(hc.cacheDir, name),
-		Facts: map[string]any{"node": name, "role": "fleet", "index": i}})
+		Facts: map[string]any{"node": name, "role": "fleet", "index": i}, PoolConsumers: pulls})
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)

@@ -82,6 +82,14 @@ type Config struct {
 	// first run) or ExecutorMemory (contents kept in the host process: the
 	// control plane's cost without the disk's). Defaults to ExecutorFile.
 	FleetExecutor string
+	// FleetPulls is how the simulated hosts of one host process take the
+	// pool's tasks: PullsShared (one puller per process, shared by its
+	// hosts: the pool's consumer holds one waiting pull per process) or
+	// PullsHost (one per host, as a real fleet's: the consumer holds a
+	// pull per host and walks them all whenever one arrives, expires or is
+	// due a heartbeat). Fleet runs take no pool task (a child run is
+	// pinned to its host). Defaults to PullsShared.
+	FleetPulls string
 	// FleetMaxConsumers, when set, is the server's JetStream
 	// default_max_consumers (consumers per stream; -1: unlimited). The
 	// server's own default is 1,000, and every worker has a consumer of
@@ -142,6 +150,7 @@ func (c Config) WithDefaults() Config {
 	c.FleetIdle = cmp.Or(c.FleetIdle, defaultIdleWindow)
 	c.FleetPerProcess = cmp.Or(c.FleetPerProcess, 2500)
 	c.FleetExecutor = cmp.Or(c.FleetExecutor, ExecutorFile)
+	c.FleetPulls = cmp.Or(c.FleetPulls, PullsShared)
 	if c.Results == "" && c.Root != "" {
 		c.Results = filepath.Join(c.Root, "e2e", "bench", "RESULTS.md")
 	}
@@ -209,6 +218,9 @@ func (c Config) validate() error {
 	}
 	if c.FleetExecutor != ExecutorFile && c.FleetExecutor != ExecutorMemory {
 		errs = append(errs, fmt.Errorf("fleet executor %q: want %s or %s", c.FleetExecutor, ExecutorFile, ExecutorMemory))
+	}
+	if c.FleetPulls != PullsShared && c.FleetPulls != PullsHost {
+		errs = append(errs, fmt.Errorf("fleet pulls %q: want %s or %s", c.FleetPulls, PullsShared, PullsHost))
 	}
 	if c.FleetLiveRuns < 0 {
 		errs = append(errs, fmt.Errorf("fleet live runs %d: must not be negative", c.FleetLiveRuns))

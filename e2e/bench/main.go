@@ -41,6 +41,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.FleetRoot, "fleet-root", "", "directory of the simulated hosts' roots, host-NNNNN/ each (default: in the work directory)")
 	fs.IntVar(&cfg.FleetLiveRuns, "fleet-live-runs", 0, "the coordinator's --max-tree-live-runs for mode fleet (0: its default)")
 	fs.StringVar(&cfg.FleetExecutor, "fleet-executor", ExecutorFile, "how simulated hosts apply files: file (real files under each host's root) or memory (contents kept in the host process: no disk)")
+	fs.StringVar(&cfg.FleetPulls, "fleet-pulls", PullsShared, "how simulated hosts take the pool's tasks: shared (one puller per host process) or host (one per host, a real fleet's pulls)")
 	fs.IntVar(&cfg.FleetMaxConsumers, "fleet-max-consumers", 0, "the server's JetStream default_max_consumers for mode fleet (-1: unlimited; 0: the server's default, 1,000 per stream)")
 	fs.DurationVar(&cfg.FleetIdle, "fleet-idle", defaultIdleWindow, "how long idle hosts are measured before the first run (1s to 30m; the idle server / hosts CPU is per second of it)")
 	fs.StringVar(&cfg.FleetProfile, "fleet-profile", "", "write CPU profiles of the server, the coordinator and the host processes of each fleet size, and the server's heap after the first and the last run, into this directory")
