@@ -1048,3 +1048,94 @@ func checkVersion(v int) error {
 func (t *Task) zero() bool { return reflect.ValueOf(t).Elem().IsZero() }
 
 func (o *Outcome) zero() bool { return reflect.ValueOf(o).Elem().IsZero() }
+
+// JSONReader reads a JSON document for a hand-written decoder of another
+// package's message (the run report), with the rules of the decoders
+// above: each method reports false when encoding/json must decide (the
+// caller then decodes the whole document with it), and Object skips
+// unknown keys and refuses case-folded or repeated ones.
+type JSONReader struct{ d decoder }
+
+// NewJSONReader returns a reader of data.
+func NewJSONReader(data []byte) *JSONReader { return &JSONReader{d: decoder{data: data}} }
+
+// Object reads an object whose known keys are names (at most 64),
+// calling field with each one's index, the reader at its value.
+func (r *JSONReader) Object(names []string, field func(k int) bool) bool {
+	return len(names) <= 64 && r.d.object(names, field)
+}
+
+// Array reads an array, calling elem at each element.
+func (r *JSONReader) Array(elem func() bool) bool { return r.d.array(elem) }
+
+// Null consumes a null if one is next.
+func (r *JSONReader) Null() bool { return r.d.null() }
+
+// String reads a string (null leaves *s).
+func (r *JSONReader) String(s *string) bool { return r.d.str(s) }
+
+// Int reads an integer (null leaves *v).
+func (r *JSONReader) Int(v *int) bool { return r.d.int(v) }
+
+// Int64 reads an integer (null leaves *v).
+func (r *JSONReader) Int64(v *int64) bool { return r.d.int64(v) }
+
+// Uint64 reads a non-negative integer (null leaves *v).
+func (r *JSONReader) Uint64(v *uint64) bool {
+	if r.d.null() {
+		return true
+	}
+	s, ok := r.d.number()
+	if !ok {
+		return false
+	}
+	n, err := strconv.ParseUint(string(s), 10, 64)
+	if err != nil {
+		return false
+	}
+	*v = n
+	return true
+}
+
+// Bool reads true or false (null leaves *v).
+func (r *JSONReader) Bool(v *bool) bool { return r.d.bool(v) }
+
+// Time reads a time as time.Time.UnmarshalJSON does (null leaves *t).
+func (r *JSONReader) Time(t *time.Time) bool { return r.d.time(t) }
+
+// Strings reads an array of strings (null: nil).
+func (r *JSONReader) Strings(v *[]string) bool { return r.d.strings(v) }
+
+// HealthChecks reads an array of health check results (null: nil).
+func (r *JSONReader) HealthChecks(v *[]HealthCheck) bool {
+	if r.d.null() {
+		*v = nil
+		return true
+	}
+	*v = []HealthCheck{}
+	return r.d.array(func() bool {
+		*v = append(*v, HealthCheck{})
+		return r.d.null() || r.d.healthCheck(&(*v)[len(*v)-1])
+	})
+}
+
+// End reports whether only white space is left.
+func (r *JSONReader) End() bool {
+	r.d.ws()
+	return r.d.i == len(r.d.data)
+}
+
+// AppendJSONString appends s as json.Marshal encodes a string.
+func AppendJSONString(buf []byte, s string) []byte { return appendString(buf, s) }
+
+// AppendHealthChecks appends hcs as json.Marshal encodes them.
+func AppendHealthChecks(buf []byte, hcs []HealthCheck) []byte {
+	buf = append(buf, '[')
+	for i := range hcs {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendHealthCheck(buf, &hcs[i])
+	}
+	return append(buf, ']')
+}

@@ -215,6 +215,9 @@ func TestCodecMatchesEncodingJSON(t *testing.T) {
 		if !checkDecode(t, data, decodeTaskFast) {
 			t.Fatalf("task %d: fast decoder refused json.Marshal's encoding:\n%s", i, data)
 		}
+		if got, err := MarshalTask(&task); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("task %d: MarshalTask (%v)\n%s\njson.Marshal\n%s", i, err, got, data)
+		}
 		o := randOutcome(r, 0)
 		want, err := json.Marshal(o)
 		if err != nil {
@@ -231,6 +234,36 @@ func TestCodecMatchesEncodingJSON(t *testing.T) {
 		if err := decodeOutcome(MarshalOutcome(&o), &back); (err != nil) != (o.V > 1) {
 			t.Fatalf("outcome %d: Decode: %v", i, err)
 		}
+	}
+}
+
+// TestMarshalTaskOtherValues: values a decoded message never holds but a
+// compiled manifest may (integers, other types) are encoded as json.Marshal
+// encodes them, and what it refuses is refused.
+func TestMarshalTaskOtherValues(t *testing.T) {
+	for _, v := range []any{
+		1, int64(-7), math.MaxInt64, uint8(3), []string{"a", "<b>"}, map[string]string{"k": "v"},
+		json.Number("12.50"), json.RawMessage(`{"x":1}`), time.Unix(0, 0).UTC(), struct{ A int }{1},
+		map[string]any{"n": []any{1, 2.5, nil, map[string]any{}}}, []any{}, map[string]any(nil), []any(nil),
+		1e20, 1e21, 1e-6, 1e-7, -0.0, 123456789.125, 5e-324,
+	} {
+		task := Task{V: 1, RunID: "r", Resource: schemas.Resource{Type: "file", Name: "/x", Properties: map[string]any{"v": v}},
+			Data: map[string]any{"v": v}, Segment: []SegmentItem{{Task: 1, Resource: schemas.Resource{HealthChecks: []map[string]any{{"v": v}, nil}}}}}
+		want, werr := json.Marshal(task)
+		got, err := MarshalTask(&task)
+		if (err != nil) != (werr != nil) || !bytes.Equal(got, want) {
+			t.Fatalf("%T %v: MarshalTask (%v)\n%s\njson.Marshal (%v)\n%s", v, v, err, got, werr, want)
+		}
+	}
+	for _, v := range []any{math.NaN(), math.Inf(1), func() {}} {
+		task := Task{Data: map[string]any{"v": v}}
+		if _, err := MarshalTask(&task); err == nil {
+			t.Fatalf("%T: MarshalTask took what json.Marshal refuses", v)
+		}
+	}
+	bad := Task{Deadline: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := MarshalTask(&bad); err == nil {
+		t.Fatal("MarshalTask took a deadline json.Marshal refuses")
 	}
 }
 
@@ -457,6 +490,26 @@ func BenchmarkDecodeSegment(b *testing.B) {
 		for b.Loop() {
 			var t Task
 			if err := json.Unmarshal(data, &t); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkEncodeSegment(b *testing.B) {
+	t := benchSegment()
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := MarshalTask(&t); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(t); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -292,7 +292,7 @@ func runReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {
 			return nil, err
 		}
 		var rep Report
-		if err := json.Unmarshal(data, &rep); err != nil {
+		if err := decodeReport(data, &rep); err != nil {
 			return nil, fmt.Errorf("corrupt report: %w", err)
 		}
 		// The header is written after the report: it has the last word.

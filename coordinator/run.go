@@ -823,7 +823,7 @@ func (r *run) finish(ctx context.Context) {
 		rep.Error = rec.Error
 	}
 	folded := r.fold(ctx, rep) // a fan-out's children (fold.go)
-	data, err := json.Marshal(rep)
+	data, err := marshalReport(rep)
 	if err == nil {
 		err = r.c.bus.PutReport(ctx, rec.RunID, data)
 	}
