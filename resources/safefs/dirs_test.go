@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/manifold-run/manifold/resources/safefs"
 )
@@ -62,6 +63,9 @@ func TestDirsFollowPathChanges(t *testing.T) {
 	}
 	dirs := safefs.NewDirs()
 	defer dirs.Close()
+	// Each use is DirsRecheck after the last: every one checks the path.
+	var clock time.Duration
+	safefs.SetDirsClock(dirs, func() time.Duration { clock += safefs.DirsRecheck; return clock })
 	ctx := safefs.WithDirs(context.Background(), dirs)
 	write := func(content string) error {
 		d, name, err := safefs.OpenParentContext(ctx, filepath.Join(app, "conf"))
@@ -119,6 +123,55 @@ func TestDirsFollowPathChanges(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(secret); len(entries) != 0 {
 		t.Fatalf("written into the link's target: %v", entries)
+	}
+}
+
+// TestDirsRecheckWindow: within DirsRecheck of its last check a kept
+// directory is handed out without a stat of its path (a directory renamed
+// aside meanwhile is still written into: the very directory the path led
+// to, reached safely); past it the path is checked again and followed.
+func TestDirsRecheckWindow(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	app := filepath.Join(base, "app")
+	if err := os.Mkdir(app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dirs := safefs.NewDirs()
+	defer dirs.Close()
+	var clock time.Duration
+	safefs.SetDirsClock(dirs, func() time.Duration { return clock })
+	ctx := safefs.WithDirs(context.Background(), dirs)
+	write := func(name, content string) {
+		t.Helper()
+		d, n, err := safefs.OpenParentContext(ctx, filepath.Join(app, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if err := d.WriteFile(n, []byte(content), 0o644, -1, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a", "1")
+	if err := os.Rename(app, app+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	clock += safefs.DirsRecheck - 1
+	write("b", "2")
+	if b, err := os.ReadFile(filepath.Join(app+".old", "b")); err != nil || string(b) != "2" {
+		t.Fatalf("within the window: want the kept directory written, got %q, %v", b, err)
+	}
+	clock += safefs.DirsRecheck
+	write("c", "3")
+	if b, err := os.ReadFile(filepath.Join(app, "c")); err != nil || string(b) != "3" {
+		t.Fatalf("past the window: want the new directory written, got %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(app+".old", "c")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("past the window, the old directory written: %v", err)
 	}
 }
 

@@ -54,3 +54,6 @@ func SetReleaseClock(f func() time.Time) {
 	}
 	releaseClock = f
 }
+
+// SetDirsClock sets c's clock of rechecks (see DirsRecheck).
+func SetDirsClock(c *Dirs, now func() time.Duration) { c.now = now }
