@@ -255,6 +255,18 @@ func (p *Pass) runPart(ctx context.Context, want []bool, out []uint8, from, to i
 	return why
 }
 
+// A storm's drift batch (CheckFirst): from minSampledBatch keys, the first
+// stormSample are checked here; when at least stormSampleDrifted of them
+// drifted, the batch is a storm of real edits and the rest go to the run
+// without a local check: every one of them would be found drifted and
+// checked again by the run, and the local checks of 10,000 edits took
+// 0.1 s of wall before the run could start.
+const (
+	minSampledBatch    = 1024
+	stormSample        = 64
+	stormSampleDrifted = 60
+)
+
 // CheckPass checks every resource of checks once (NewPass(checks).Run):
 // callers that pass over the same checks again keep the Pass.
 func CheckPass(ctx context.Context, checks []LocalCheck) PassResult {
@@ -274,7 +286,9 @@ func CheckPass(ctx context.Context, checks []LocalCheck) PassResult {
 //     event is a hint, and the hints of a run's own writes (read after the
 //     run, in the next batch) cost a local check each, not a run. A storm
 //     of N edits is repaired by runs holding N resources in all, not N
-//     plus the re-checks of what the previous runs wrote.
+//     plus the re-checks of what the previous runs wrote. A batch of
+//     minSampledBatch keys or more whose first stormSample are nearly all
+//     drifted sends the rest to the run unchecked here.
 //
 // Every other trigger goes to r unchanged. The Pass is built once per
 // slice checks() returns (the same slice again reuses it). The passes
@@ -311,15 +325,35 @@ func CheckFirst(checks func() []LocalCheck, r Runner, onPass func(PassResult)) R
 			res.Stable = append(res.Stable, p.Stable...)
 			return res, err
 		case t.Kind == TriggerDrift && len(t.Keys) > 0:
-			p := prepared().RunKeys(ctx, t.Keys)
-			if len(p.Drifted) == 0 {
+			pass := prepared()
+			var (
+				p       PassResult
+				rest    []string
+				sampled bool
+			)
+			if len(t.Keys) >= minSampledBatch {
+				// A storm's batch: when nearly all of a sample drifted,
+				// the rest go to the run unchecked here (its own check
+				// decides); a batch of a run's own writes is checked here
+				// whole, as any (the sample again with it).
+				if p = pass.RunKeys(ctx, t.Keys[:stormSample]); len(p.Drifted) >= stormSampleDrifted {
+					rest, sampled = t.Keys[stormSample:], true
+				}
+			}
+			if !sampled {
+				p = pass.RunKeys(ctx, t.Keys)
+			}
+			if len(p.Drifted)+len(rest) == 0 {
 				return RunResult{Stable: p.Stable}, nil
 			}
-			why := make(map[string]string, len(p.Drifted))
+			why := make(map[string]string, len(p.Drifted)+len(rest))
 			for _, k := range p.Drifted {
 				why[k] = cmp.Or(t.Why[k], p.Why[k])
 			}
-			res, err := r.Converge(ctx, Trigger{Kind: TriggerDrift, Keys: p.Drifted, Why: why})
+			for _, k := range rest {
+				why[k] = t.Why[k]
+			}
+			res, err := r.Converge(ctx, Trigger{Kind: TriggerDrift, Keys: append(p.Drifted, rest...), Why: why})
 			res.Stable = append(res.Stable, p.Stable...)
 			return res, err
 		default:

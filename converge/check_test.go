@@ -332,3 +332,68 @@ func TestPassSplitsLargePasses(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckFirstStormSample: a drift batch of minSampledBatch keys or more
+// whose sample nearly all drifted goes to the run whole, only the sample
+// checked here; one whose sample is stable (a run's own writes) is checked
+// here whole, and no run is asked for.
+func TestCheckFirstStormSample(t *testing.T) {
+	t.Parallel()
+	const n = minSampledBatch + 100
+	res := make([]*fakeRes, n)
+	checks := make([]LocalCheck, n)
+	keys := make([]string, n)
+	why := map[string]string{}
+	for i := range res {
+		res[i] = &fakeRes{drifted: true}
+		keys[i] = fmt.Sprintf("file#%d", i)
+		checks[i] = LocalCheck{Key: keys[i], Res: res[i]}
+		why[keys[i]] = "write"
+	}
+	var runs []Trigger
+	inner := RunnerFunc(func(_ context.Context, t Trigger) (RunResult, error) {
+		runs = append(runs, t)
+		return RunResult{Changed: t.Keys}, nil
+	})
+	r := CheckFirst(func() []LocalCheck { return checks }, inner, nil)
+	checked := func() (c int) {
+		for _, f := range res {
+			c += f.checks
+		}
+		return c
+	}
+
+	// A storm: every key drifted. Only the sample is checked here.
+	got, err := r.Converge(context.Background(), Trigger{Kind: TriggerDrift, Keys: keys, Why: why})
+	if err != nil || len(runs) != 1 || !slices.Equal(runs[0].Keys, keys) || len(got.Changed) != n {
+		t.Fatalf("storm: %d runs, err %v", len(runs), err)
+	}
+	if c := checked(); c != stormSample {
+		t.Fatalf("storm: %d local checks, want the sample's %d", c, stormSample)
+	}
+	if runs[0].Why[keys[0]] != "write" || runs[0].Why[keys[n-1]] != "write" {
+		t.Fatalf("storm: the hints' reasons lost: %q, %q", runs[0].Why[keys[0]], runs[0].Why[keys[n-1]])
+	}
+
+	// The run's own writes: every key stable. Checked here whole, no run.
+	for _, f := range res {
+		f.drifted, f.checks = false, 0
+	}
+	got, err = r.Converge(context.Background(), Trigger{Kind: TriggerDrift, Keys: keys, Why: why})
+	if err != nil || len(runs) != 1 || len(got.Stable) != n {
+		t.Fatalf("own writes: %d runs, %d stable, err %v", len(runs), len(got.Stable), err)
+	}
+	if c := checked(); c != n+stormSample {
+		t.Fatalf("own writes: %d local checks, want %d (the sample, then all)", c, n+stormSample)
+	}
+
+	// A batch below the bound is checked whole: one key drifted.
+	for _, f := range res {
+		f.checks = 0
+	}
+	res[3].drifted = true
+	if _, err := r.Converge(context.Background(), Trigger{Kind: TriggerDrift, Keys: keys[:minSampledBatch-1], Why: why}); err != nil ||
+		len(runs) != 2 || !slices.Equal(runs[1].Keys, []string{keys[3]}) || checked() != minSampledBatch-1 {
+		t.Fatalf("small batch: runs %+v, %d checks, err %v", runs[1:], checked(), err)
+	}
+}
