@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,9 +48,11 @@ func nextEntry(t *testing.T, writes chan *nats.Msg) worker.Registration {
 }
 
 // TestHeartbeatWritesAnUnchangedEntryOncePerThirdOfTTL: a worker looking
-// for changes every 20 ms writes its unchanged entry only every third of
-// the bucket's TTL (3 s: 1 s), so the entry never expires and is not
-// rewritten at every look.
+// for changes every 20 ms writes its entry only every third of the
+// bucket's TTL (3 s: 1 s) while nothing readers act on changed, so the
+// entry never expires and is not rewritten at every look; a task it runs
+// (its running tasks, its last run) does not write the entry before the
+// keep-alive, which then carries its last run.
 func TestHeartbeatWritesAnUnchangedEntryOncePerThirdOfTTL(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, bus.Config{WorkerTTL: 3 * time.Second})
@@ -58,43 +61,56 @@ func TestHeartbeatWritesAnUnchangedEntryOncePerThirdOfTTL(t *testing.T) {
 	// changes (assign.go).
 	tb.start(t, worker.Config{Name: "w1", HeartbeatCheck: 20 * time.Millisecond, DisableAssignments: true})
 	prev := nextEntry(t, writes) // Start's
-	for range 4 {                // 3 s and more: past the TTL
+	task := tb.task(1, schemas.Resource{Type: "file", Name: filepath.Join(t.TempDir(), "f"), Ensure: "present",
+		Properties: map[string]any{"content": "x\n"}})
+	task.Pool = bus.PinnedPool("w1")
+	tb.publish(t, task)
+	require.Equal(t, bus.TaskChanged, tb.next(t).Status)
+	for range 4 { // 3 s and more: past the TTL
 		reg := nextEntry(t, writes)
 		gap := reg.Seen.Sub(prev.Seen)
-		require.GreaterOrEqual(t, gap, 900*time.Millisecond, "an unchanged entry rewritten before its keep-alive was due")
+		require.GreaterOrEqual(t, gap, 900*time.Millisecond, "an entry rewritten before its keep-alive was due")
 		prev = reg
 	}
+	require.NotNil(t, prev.Fleet, "the keep-alive carries the last run")
+	require.Equal(t, tb.runID, prev.Fleet.LastRun.RunID)
 	// Past the TTL since the first write: still there (the last write
 	// may not be stored yet when its copy reaches the subscription).
 	_, err := tb.bus.Workers().Get(t.Context(), "w1")
 	require.NoError(t, err, "a live worker's entry must not expire")
 }
 
-// TestHeartbeatWritesAChangeAtOnce: with the default TTL (its entry kept
-// alive every 20 s), a worker writes a change of its entry (here the last
-// run `manifold fleet` shows) at the next look for changes, not at the
-// next keep-alive.
-func TestHeartbeatWritesAChangeAtOnce(t *testing.T) {
+// TestHeartbeatWritesChangedFactsAtOnce: with the default TTL (the entry
+// kept alive every 20 s), refreshed facts are written at the next look
+// for changes, not at the next keep-alive (a fan-out compiles the host's
+// run with them); a refresh that finds the same facts writes nothing.
+func TestHeartbeatWritesChangedFactsAtOnce(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, bus.Config{})
 	require.Equal(t, bus.DefaultWorkerTTL, tb.bus.Config().WorkerTTL)
 	writes := entryWrites(t, tb.bus, "w1")
-	tb.start(t, worker.Config{Name: "w1", HeartbeatCheck: 20 * time.Millisecond})
+	var gen atomic.Int64
+	gen.Store(1)
+	refreshed := make(chan struct{}, 1024)
+	tb.start(t, worker.Config{Name: "w1", HeartbeatCheck: 20 * time.Millisecond, DisableAssignments: true,
+		Facts: map[string]any{"gen": 1}, FactsInterval: 20 * time.Millisecond,
+		GatherFacts: func(context.Context) (map[string]any, error) {
+			defer func() { refreshed <- struct{}{} }()
+			return map[string]any{"gen": gen.Load()}, nil
+		}})
 	first := nextEntry(t, writes)
-	require.Nil(t, first.Fleet)
-	task := tb.task(1, schemas.Resource{Type: "file", Name: filepath.Join(t.TempDir(), "f"), Ensure: "present",
-		Properties: map[string]any{"content": "x\n"}})
-	task.Pool = bus.PinnedPool("w1")
-	tb.publish(t, task)
-	require.Equal(t, bus.TaskChanged, tb.next(t).Status)
-	for {
-		reg := nextEntry(t, writes)
-		require.Less(t, reg.Seen.Sub(first.Seen), bus.DefaultWorkerTTL/3, "the change waited for the keep-alive")
-		if reg.Fleet != nil && reg.Fleet.LastRun != nil {
-			require.Equal(t, tb.runID, reg.Fleet.LastRun.RunID)
-			break
+	require.EqualValues(t, 1, first.Facts["gen"])
+	for range 5 { // refreshes of the same facts
+		select {
+		case <-refreshed:
+		case <-time.After(waitDeadline):
+			t.Fatal("no facts refresh")
 		}
 	}
+	gen.Store(2)
+	reg := nextEntry(t, writes)
+	require.EqualValues(t, 2, reg.Facts["gen"], "an entry written with unchanged facts before the keep-alive")
+	require.Less(t, reg.Seen.Sub(first.Seen), bus.DefaultWorkerTTL/3, "the change waited for the keep-alive")
 }
 
 // TestDeadWorkerExpiresWithinTTL: a worker that dies without deregistering

@@ -95,10 +95,11 @@ type Config struct {
 	// DefaultSpoolMax (1000).
 	SpoolMax int
 	// HeartbeatCheck is how often the worker looks whether its entry in
-	// the workers bucket changed (running tasks, facts, assignments, last
-	// run): a changed entry is written then, an unchanged one only every
-	// WorkerTTL/3, which keeps it alive. Defaults to DefaultHeartbeatCheck
-	// (5s); never more than WorkerTTL/3.
+	// the workers bucket changed (facts, pools, version, assignments'
+	// states): a changed entry is written then, an unchanged one every
+	// WorkerTTL/3, which keeps it alive (and carries the running tasks
+	// and the last run, which change with every task). Defaults to
+	// DefaultHeartbeatCheck (5s); never more than WorkerTTL/3.
 	HeartbeatCheck time.Duration
 	// PoolConsumers, when set, gives the consumer to take a pool's tasks
 	// with, by pool, instead of the worker binding its own: one Consumer
@@ -474,15 +475,20 @@ func (w *Worker) registerUnlessFresh(ctx context.Context, keepAlive time.Duratio
 	}
 	reg.Fleet = w.fleet.status()
 	facts := w.factsEnc.encode(reg.Facts)
+	// What readers act on (the facts a fan-out compiles with, the
+	// pools, the assignments' states) is written at the next look when
+	// it changed; the running tasks and the last run (what `manifold
+	// workers` and `manifold fleet` show) change with every task, and are
+	// written with the keep-alive, so a fleet run does not cost a write
+	// per host.
 	entry := registrationJSON{Name: reg.Name, Pools: reg.Pools, Concurrency: reg.Concurrency,
-		Running: reg.Running, Version: reg.Version, Facts: facts.json, Started: reg.Started,
-		Assignments: reg.Assignments, Fleet: reg.Fleet}
+		Version: reg.Version, Facts: facts.json, Started: reg.Started, Assignments: reg.Assignments}
 	unseen, _ := json.Marshal(entry)
 	now := time.Now()
 	if keepAlive > 0 && bytes.Equal(unseen, w.written) && now.Sub(w.writtenAt) < keepAlive {
 		return nil
 	}
-	entry.Seen = now.UTC()
+	entry.Seen, entry.Running, entry.Fleet = now.UTC(), reg.Running, reg.Fleet
 	data, _ := json.Marshal(entry)
 	if _, err := w.bus.Workers().Put(ctx, w.cfg.Name, data); err != nil {
 		return fmt.Errorf("worker: register: %w", err)
@@ -589,8 +595,8 @@ func heartbeatTimes(ttl, check time.Duration) (keepAlive, every time.Duration) {
 }
 
 // heartbeat keeps the worker's entry alive and up to date: every
-// HeartbeatCheck it writes the entry if it changed, and every WorkerTTL/3
-// in any case. The entry's TTL is the worker's liveness for every reader
+// HeartbeatCheck it writes the entry if what readers act on changed
+// (registerUnlessFresh), and every WorkerTTL/3 in any case. The entry's TTL is the worker's liveness for every reader
 // (a fan-out's targets, `manifold workers`, `manifold fleet`, the web
 // view): a worker that dies without deregistering leaves it for at most
 // WorkerTTL.
