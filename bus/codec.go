@@ -55,6 +55,33 @@ type decoder struct {
 	data  []byte
 	i     int
 	depth int
+	// strs keeps the short strings decoded so far, by a hash of their
+	// bytes: a segment repeats its type, ensure, owner, property names
+	// and run ID in every item, and each is allocated once.
+	strs [64]string
+}
+
+// maxSegmentItems bounds the room made for a segment's items before they
+// are read (a coordinator sends at most 256 resources a segment).
+const maxSegmentItems = 256
+
+// maxInterned is the longest string kept in decoder.strs.
+const maxInterned = 32
+
+// intern returns raw as a string, the one kept for equal bytes if any.
+func (d *decoder) intern(raw []byte) string {
+	if len(raw) > maxInterned || len(raw) == 0 {
+		return string(raw)
+	}
+	h := uint32(2166136261)
+	for _, c := range raw {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	slot := &d.strs[h%uint32(len(d.strs))]
+	if *slot != string(raw) {
+		*slot = string(raw)
+	}
+	return *slot
 }
 
 func (d *decoder) ws() {
@@ -203,11 +230,15 @@ func (d *decoder) stringRaw() (raw []byte, slow bool, ok bool) {
 		return nil, false, false
 	}
 	start := d.i + 1
-	for i := start; i < len(d.data); i++ {
-		switch c := d.data[i]; {
+	data := d.data
+	for i := start; i < len(data); i++ {
+		if plainByte[data[i]] {
+			continue
+		}
+		switch c := data[i]; {
 		case c == '"':
 			d.i = i + 1
-			raw = d.data[start:i]
+			raw = data[start:i]
 			if slow && !hasEscape(raw) && utf8.Valid(raw) {
 				slow = false
 			}
@@ -217,12 +248,21 @@ func (d *decoder) stringRaw() (raw []byte, slow bool, ok bool) {
 			i++
 		case c < 0x20:
 			return nil, false, false
-		case c >= utf8.RuneSelf:
+		default: // c >= utf8.RuneSelf
 			slow = true
 		}
 	}
 	return nil, false, false
 }
+
+// plainByte are the bytes a string holds as they are: not a quote, a
+// backslash, a control character or part of a multi-byte sequence.
+var plainByte = func() (plain [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		plain[c] = c != '"' && c != '\\'
+	}
+	return plain
+}()
 
 func hasEscape(b []byte) bool {
 	for _, c := range b {
@@ -246,7 +286,7 @@ func (d *decoder) str(s *string) bool {
 		*s, ok = unquote(raw)
 		return ok
 	}
-	*s = string(raw)
+	*s = d.intern(raw)
 	return true
 }
 
@@ -696,7 +736,9 @@ func (d *decoder) task(t *Task) bool {
 				t.Segment = nil
 				return true
 			}
-			t.Segment = []SegmentItem{}
+			// Room made at once for as many items as the message could
+			// hold (an item takes 256 bytes or more in a segment).
+			t.Segment = make([]SegmentItem, 0, min(maxSegmentItems, len(d.data)/256+1))
 			return d.array(func() bool {
 				t.Segment = append(t.Segment, SegmentItem{})
 				return d.null() || d.segmentItem(&t.Segment[len(t.Segment)-1])
@@ -977,8 +1019,9 @@ func (d *decoder) outcome(o *Outcome, level int) bool {
 			if level > 0 {
 				o.Outcomes = []Outcome{}
 			} else {
-				// A batch's outcomes, sized for a full one at once.
-				o.Outcomes = make([]Outcome, 0, 16)
+				// A batch's outcomes, room made at once for as many as
+				// its size could hold (an outcome takes 160 bytes or more).
+				o.Outcomes = make([]Outcome, 0, min(MaxBatchOutcomes, len(d.data)/160+1))
 			}
 			return d.array(func() bool {
 				o.Outcomes = append(o.Outcomes, Outcome{})

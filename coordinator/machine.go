@@ -409,10 +409,12 @@ func (m *machine) skipReason(i int) string {
 		return ""
 	}
 	res := m.plan.Manifest.Resources
-	for _, deps := range [][]int{m.plan.Requires[i], m.plan.Subscribes[i]} {
+	for _, deps := range [2][]int{m.plan.Requires[i], m.plan.Subscribes[i]} {
 		for _, j := range deps {
-			if why := status(res[j].Ref(), m.tasks[j].status); why != "" {
-				return why
+			// The reference is built only for the reason (one per
+			// requirement of every ready task otherwise).
+			if s := m.tasks[j].status; s == bus.TaskFailed || s == bus.TaskSkipped || s == bus.TaskCancelled {
+				return status(res[j].Ref(), s)
 			}
 		}
 	}
