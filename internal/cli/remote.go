@@ -225,8 +225,11 @@ func runRuns(ctx context.Context, st IO, args []string) int {
 }
 
 const workersAbout = `Lists the live workers (registered in the workers bucket, with a TTL
-heartbeat): name, pools, concurrency, running tasks, version, when last
-seen, the convergence state of each assignment it keeps (name@version:
+heartbeat: an entry lives 60 s and is rewritten every 20 s and when the
+worker's facts, pools or assignments' states change, so a worker that died
+without deregistering is listed for up to a minute; one that stopped is
+gone at once): name, pools, concurrency, running tasks (as of the last
+rewrite), version, when last seen, the convergence state of each assignment it keeps (name@version:
 converged, repairing, drifted, flapping or failed; in json
 "assignments": {name: {version, state, since, flapping, last_run,
 last_trigger}}) and a facts summary.`
