@@ -162,7 +162,10 @@ func TestRedeliveredFinishedTaskIsAnsweredFromItsRecord(t *testing.T) {
 // the first has finished, the second is answered from the record.
 func TestRedeliveryWhileRunningRunsOnce(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, bus.Config{TaskAckWait: 300 * time.Millisecond})
+	// The copy comes back every AckWait while the first still runs: on a
+	// loaded machine (the sleep and the shell taking seconds) more than
+	// the default 5 deliveries, after which it would never be answered.
+	tb := setup(t, bus.Config{TaskAckWait: 300 * time.Millisecond, TaskMaxDeliver: 1000})
 	tb.start(t, worker.Config{Concurrency: 2})
 	dir := t.TempDir()
 	task := tb.task(0, shell("slow", dir, "echo start >> log; touch started; sleep 0.8; echo end >> log"))
