@@ -157,6 +157,11 @@ func BenchmarkWatchStorm(b *testing.B) {
 		took := time.Since(start)
 		all, editing, after = append(all, took.Seconds()), append(editing, edited.Seconds()), append(after, (took-edited).Seconds())
 	}
+	// The first storm apart: it is the only one that starts with no file
+	// replaced in the last minute (on ext4 without a journal, creating an
+	// inode skips each one freed in the last 60 s, one by one: the later
+	// storms create theirs past the 10,000 the previous one freed).
+	b.ReportMetric(all[0], "s-first-storm")
 	// Medians of the storms (not the last one's figures).
 	b.ReportMetric(median(all), "s-to-all-repaired")
 	b.ReportMetric(median(editing), "s-editing")
