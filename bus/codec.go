@@ -1162,6 +1162,12 @@ func (r *JSONReader) HealthChecks(v *[]HealthCheck) bool {
 	})
 }
 
+// Offset is how many bytes of the document were read; Len its length.
+func (r *JSONReader) Offset() int { return r.d.i }
+
+// Len is the document's length in bytes.
+func (r *JSONReader) Len() int { return len(r.d.data) }
+
 // End reports whether only white space is left.
 func (r *JSONReader) End() bool {
 	r.d.ws()

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -129,6 +130,41 @@ func TestReportCodecDocs(t *testing.T) {
 		errA, errB := decodeReport([]byte(doc), &a), json.Unmarshal([]byte(doc), &b)
 		if (errA != nil) != (errB != nil) || errA == nil && !reflect.DeepEqual(a, b) {
 			t.Fatalf("%s: decodeReport (%v) %#v, json.Unmarshal (%v) %#v", doc, errA, a, errB, b)
+		}
+	}
+}
+
+// TestReportCodecManyResources: a report of more lines than the decoder
+// samples before it makes room for the rest (short and long lines, null
+// lines, children) is read as encoding/json reads it.
+func TestReportCodecManyResources(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{reportSample - 1, reportSample, reportSample + 1, 100, 1000} {
+		rep := randReport(r, 0)
+		rep.Resources = nil
+		for i := range n {
+			rr := ResourceReport{Ref: fmt.Sprintf("file#/f%d", i), Status: "stable"}
+			if i%7 == 0 {
+				rr.Diff = strings.Repeat("+x\n", i%50)
+			}
+			if i == 3*n/4 {
+				rr.Child = randReport(r, 1)
+			}
+			rep.Resources = append(rep.Resources, rr)
+		}
+		data, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// null lines among them, as encoding/json reads them (zero lines)
+		data = bytes.Replace(data, []byte(`{"ref":"file#/f5",`), []byte(`null,{"ref":"file#/f5",`), 1)
+		var a, b Report
+		errA, errB := decodeReport(data, &a), json.Unmarshal(data, &b)
+		if errA != nil || errB != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("%d resources: decodeReport (%v), json.Unmarshal (%v): differ", n, errA, errB)
+		}
+		if !readReport(bus.NewJSONReader(data), new(Report)) {
+			t.Fatalf("%d resources: the fast decoder refused it", n)
 		}
 	}
 }

@@ -315,6 +315,9 @@ func (r *run) exec(ctx, spanCtx context.Context, cmds []command) {
 func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) {
 	now := time.Now()
 	task := r.task(first)
+	if n > 1 {
+		task.Segment = make([]bus.SegmentItem, 0, n-1)
+	}
 	deadline := now
 	for i := first; i < first+n; i++ {
 		deadline = deadline.Add(r.timeout(i))

@@ -60,10 +60,10 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 	}
 	defer cleanup()
 
-	var (
-		members []batchMember
-		key     string
-	)
+	// Sized at once: a member holds its task (hundreds of bytes), and a
+	// segment of 256 grew the slice eight times.
+	members := make([]batchMember, 0, n-k)
+	var key string
 	for _, item := range items[k:n] {
 		if _, ok := w.recorded(ctx, d, item); ok {
 			break // answered from its record, not executed
@@ -161,7 +161,7 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 		txSpan.End()
 	}
 
-	var results []batchResult
+	results := make([]batchResult, 0, len(members))
 	for i, m := range members {
 		o := taskOutcome(execCtx, batch.Finish(ctxs[i], i))
 		w.afterExecute(ctxs[i], m.item, m.env, &o, m.log) // as execute does: register_when_stable, the fleet view
