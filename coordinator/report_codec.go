@@ -17,6 +17,10 @@ import (
 // the hand-written decoder does not take exactly as encoding/json would is
 // decoded by encoding/json (see bus.JSONReader).
 
+// MarshalReport returns json.Marshal(rep)'s bytes, encoded by hand (a
+// report of thousands of resources without reflection).
+func MarshalReport(rep *Report) ([]byte, error) { return marshalReport(rep) }
+
 // marshalReport returns json.Marshal(rep).
 func marshalReport(rep *Report) ([]byte, error) {
 	buf, ok := appendReport(make([]byte, 0, reportSizeHint(rep)), rep)

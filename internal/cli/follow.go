@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -90,9 +89,7 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 				rep = &coordinator.Report{RunID: runID, Status: coordinator.RunQueued}
 			}
 			rep.Error = err.Error()
-			enc := json.NewEncoder(st.Stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(rep)
+			_ = writeReport(st.Stdout, rep, true)
 		}
 		return ExitUnavailable
 	}
@@ -104,9 +101,7 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 		return ExitUnavailable
 	}
 	if o.output == "json" {
-		enc := json.NewEncoder(st.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
+		_ = writeReport(st.Stdout, rep, true)
 	} else {
 		p.summary(rep)
 		printMessage(st, o.output, rep.PostMessage)

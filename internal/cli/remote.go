@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -55,9 +56,35 @@ func remoteCmd(ctx context.Context, st IO, name, synopsis, about string, args []
 }
 
 func printJSON(w io.Writer, v any) {
+	if rep, ok := v.(*coordinator.Report); ok {
+		_ = writeReport(w, rep, true)
+		return
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// writeReport writes rep as a json.Encoder does (indented by two spaces
+// when indent is set) and a newline, in one write: the same bytes, from
+// the report's hand-written encoding rather than reflection over every
+// resource (70 ms of a converged 20,000-file apply).
+func writeReport(w io.Writer, rep *coordinator.Report, indent bool) error {
+	data, err := coordinator.MarshalReport(rep)
+	if err != nil {
+		return err
+	}
+	if indent {
+		var buf bytes.Buffer
+		buf.Grow(len(data) + len(data)/4 + 1)
+		if err := json.Indent(&buf, data, "", "  "); err != nil {
+			return err
+		}
+		data = buf.Bytes()
+	}
+	data = append(data, '\n')
+	_, err = w.Write(data)
+	return err
 }
 
 const statusAbout = `Prints the state of a run: its status, counts and one line per resource;

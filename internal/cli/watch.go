@@ -362,7 +362,7 @@ func (w *watchRun) print(rep *coordinator.Report, t converge.Trigger) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.output == "json" {
-		_ = json.NewEncoder(w.st.Stdout).Encode(rep)
+		_ = writeReport(w.st.Stdout, rep, false)
 		return
 	}
 	first := w.first
