@@ -30,7 +30,7 @@ func TestWriteReportMatchesEncoder(t *testing.T) {
 		Resources: []coordinator.ResourceReport{
 			{Ref: "file#/etc/a", Type: "file", Name: "/etc/a", Alias: "a", Status: "changed", Noop: true, Refreshed: true,
 				Message: "updated content", DurationMS: 3, Worker: "w1", Attempts: 2, Pool: "web",
-				Diff: "--- a\n+++ b\n@@ -1 +1 @@\n-<old>\n+new & \"x\"\n",
+				Diff:         "--- a\n+++ b\n@@ -1 +1 @@\n-<old>\n+new & \"x\"\n",
 				HealthChecks: []bus.HealthCheck{{Name: "h", Status: "OK", Output: "fine\n", Tries: 1, Ignored: true}}},
 			{Ref: "apply#child", Type: "apply", Name: "child", Status: "changed", Child: child, ChildRunID: "child"},
 			{Ref: "exec#x", Type: "exec", Name: "x", Status: "failed", Error: "exit 1: \xff invalid utf-8"},
