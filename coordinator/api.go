@@ -143,8 +143,8 @@ func decodeRequest(req micro.Request, v any) *bus.APIError {
 
 // checkManifest reads the manifest of a request (inline, or the entry of
 // its bundle) and parses and prepares it as a root run would, returning
-// the number of resources.
-func (a *api) checkManifest(ctx context.Context, rr bus.RunRequest) (int, error) {
+// the number of resources and the plan.
+func (a *api) checkManifest(ctx context.Context, rr bus.RunRequest) (int, *Plan, error) {
 	name := cmp.Or(rr.ManifestName, "manifest.yaml")
 	src := []byte(rr.ManifestYAML)
 	var files func(string) ([]byte, error)
@@ -153,34 +153,35 @@ func (a *api) checkManifest(ctx context.Context, rr bus.RunRequest) (int, error)
 	case rr.Bundle != "":
 		var err error
 		if b, err = a.c.bundle(ctx, rr.Bundle); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		entry := cmp.Or(rr.Entry, "manifest.yaml")
 		files = bundleFiles(b, entry)
 		if src, err = b.Read(entry); err != nil {
-			return 0, fmt.Errorf("bundle %s: %w", rr.Bundle, err)
+			return 0, nil, fmt.Errorf("bundle %s: %w", rr.Bundle, err)
 		}
 		if rr.ManifestName == "" {
 			name = entry
 		}
 	case rr.ManifestYAML == "":
-		return 0, errors.New("run request carries no manifest: set manifest_yaml or bundle")
+		return 0, nil, errors.New("run request carries no manifest: set manifest_yaml or bundle")
 	}
 	m, err := schemas.Parse(name, src)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	data, err := runData(rr, b)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	// A fan-out is checked here for what does not depend on the hosts'
 	// facts; each host compiles it with its own (fanout.go).
 	perHost := rr.EachWorker || rr.Where != ""
-	if _, err := PrepareWith(m, PrepareOpts{Overrides: data, Facts: rr.Facts, Source: src, Files: files, PerHost: perHost}); err != nil {
-		return 0, err
+	p, err := PrepareWith(m, PrepareOpts{Overrides: data, Facts: rr.Facts, Source: src, Files: files, PerHost: perHost})
+	if err != nil {
+		return 0, nil, err
 	}
-	return len(m.Resources), nil
+	return len(m.Resources), p, nil
 }
 
 // idempotencyKey is the runs bucket key recording which run an idempotency
@@ -227,11 +228,19 @@ func (a *api) submit(ctx context.Context, req micro.Request) (any, *bus.APIError
 	if err := a.c.checkTargets(rctx, rr); err != nil {
 		return nil, invalid(err)
 	}
-	if _, err := a.checkManifest(rctx, rr); err != nil {
+	_, plan, err := a.checkManifest(rctx, rr)
+	if err != nil {
 		if errors.Is(err, bus.ErrNotFound) {
 			return nil, invalid(fmt.Errorf("bundle %s: %w", rr.Bundle, err))
 		}
 		return nil, invalid(err)
+	}
+	// The run starts from the plan it was checked with, not a second
+	// compile, when that plan is the one loadPlan would make: a root run
+	// (names, data and facts the same), not fanned out or pinned to a
+	// worker (compiled per host) and not a subset (Only).
+	if rr.EachWorker || rr.Where != "" || rr.PinWorker != "" || len(rr.Only) > 0 {
+		plan = nil
 	}
 	if _, err := a.c.bus.Runs().Get(rctx, runKey(rr.RunID)); err == nil {
 		return bus.SubmitReply{RunID: rr.RunID, Duplicate: true}, nil
@@ -239,7 +248,7 @@ func (a *api) submit(ctx context.Context, req micro.Request) (any, *bus.APIError
 	traceCtx := bus.ExtractTrace(context.Background(), nats.Header(req.Headers()))
 	// accept drives the run under the coordinator's lifetime context, not
 	// this request's.
-	if err := a.c.accept(ctx, traceCtx, rr, nil); err != nil {
+	if err := a.c.acceptPrepared(ctx, traceCtx, rr, nil, plan); err != nil {
 		return nil, unavailable(err)
 	}
 	if rr.IdempotencyKey != "" {
@@ -370,7 +379,7 @@ func (a *api) validate(ctx context.Context, req micro.Request) (any, *bus.APIErr
 	}
 	rctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	n, err := a.checkManifest(rctx, bus.RunRequest{ManifestYAML: v.ManifestYAML, ManifestName: v.ManifestName, Data: v.Data})
+	n, _, err := a.checkManifest(rctx, bus.RunRequest{ManifestYAML: v.ManifestYAML, ManifestName: v.ManifestName, Data: v.Data})
 	if err != nil {
 		e := invalid(err)
 		if e.Details == nil {

@@ -331,6 +331,13 @@ type childOf struct {
 // accept records a new run (queued) and starts driving it. A request whose
 // run ID or idempotency key was seen before starts nothing.
 func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, parent *childOf) error {
+	return c.acceptPrepared(ctx, traceCtx, req, parent, nil)
+}
+
+// acceptPrepared is accept with the plan of a root run its submission was
+// checked with (api.submit), which the run then starts from instead of
+// compiling the manifest a second time; nil: none.
+func (c *Coordinator) acceptPrepared(ctx, traceCtx context.Context, req bus.RunRequest, parent *childOf, prepared *Plan) error {
 	started := false
 	if parent != nil {
 		root := rootOf(parent.parent)
@@ -408,6 +415,9 @@ func (c *Coordinator) accept(ctx, traceCtx context.Context, req bus.RunRequest, 
 	}
 	c.event(ctx, rec, bus.Event{Kind: bus.EventRunQueued})
 	r := &run{c: c, rec: rec, rev: rev, log: c.log.With("run_id", rec.RunID, "manifest", rec.Manifest)}
+	if parent == nil {
+		r.prepared = prepared
+	}
 	if parent != nil {
 		r.log = r.log.With("root_run_id", rec.RootRunID, "parent_run_id", rec.ParentRunID)
 	}

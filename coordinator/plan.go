@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"path"
+	"sync/atomic"
 
 	"github.com/manifold-run/manifold/internal/bundle"
 	"github.com/manifold-run/manifold/internal/compile"
@@ -50,9 +51,16 @@ type PrepareOpts struct {
 // and hierarchy, apply resource, run overrides) and references to
 // ancestors.
 func PrepareWith(m *schemas.Manifest, o PrepareOpts) (*Plan, error) {
+	if h := prepareHook.Load(); h != nil {
+		(*h)(m.Path)
+	}
 	return compile.Compile(m, compile.Opts{ApplyData: o.ApplyData, Run: o.Overrides, Facts: o.Facts, Source: o.Source, External: o.External, Files: o.Files,
 		PerHost: o.PerHost, HostFacts: o.HostFacts})
 }
+
+// prepareHook, when set (tests), is told the manifest path of each
+// PrepareWith.
+var prepareHook atomic.Pointer[func(path string)]
 
 // MergeData returns a deep copy of base with over merged into it: maps
 // merge key by key, any other value in over replaces base's

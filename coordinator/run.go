@@ -36,6 +36,9 @@ type run struct {
 	rec  *record
 	rev  uint64
 	plan *Plan
+	// prepared is the plan the run's submission was checked with (a root
+	// run submitted through the API, see api.submit): load takes it.
+	prepared *Plan
 	m    *machine
 	log  *slog.Logger
 
@@ -589,6 +592,10 @@ func (r *run) task(i int) bus.Task {
 func (r *run) load(ctx context.Context) (*Plan, error) {
 	if r.rec.Request.EachWorker {
 		return r.fanOutPlan(ctx)
+	}
+	if p := r.prepared; p != nil && r.rec.ParentRunID == "" {
+		r.prepared = nil
+		return p, nil
 	}
 	if r.rec.ParentRunID == "" && r.c.cfg.Compiled != nil {
 		if p, ok := r.c.cfg.Compiled(r.rec.RunID); ok {
