@@ -39,8 +39,8 @@ type run struct {
 	// prepared is the plan the run's submission was checked with (a root
 	// run submitted through the API, see api.submit): load takes it.
 	prepared *Plan
-	m    *machine
-	log  *slog.Logger
+	m        *machine
+	log      *slog.Logger
 
 	span  trace.Span
 	spans map[int]trace.Span
