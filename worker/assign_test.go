@@ -134,8 +134,14 @@ func TestAssignmentRestartedWorkerChecksAtStartAndNoopDrifts(t *testing.T) {
 	require.Equal(t, "start", rep.Trigger)
 	require.Equal(t, 1, rep.Counts.Changed)
 
-	// noop: the next version only reports the drift.
-	f.assign(t, bus.Assignment{Name: "motd", Watch: true, Noop: true})
+	// noop: the next version only reports the drift. The edit waits for
+	// the worker to have taken that version (its first run done): made
+	// earlier, the previous version's watch could still repair it.
+	v2 := f.assign(t, bus.Assignment{Name: "motd", Watch: true, Noop: true})
+	f.state(t, "w1", func(m map[string]worker.AssignmentStatus) bool {
+		s := m["motd"]
+		return s.Version == v2 && s.LastTrigger == "change" && s.State == "converged"
+	})
 	require.NoError(t, os.WriteFile(motd, []byte("drift\n"), 0o644))
 	f.state(t, "w1", func(m map[string]worker.AssignmentStatus) bool { return m["motd"].State == "drifted" })
 	got, err = os.ReadFile(motd)
