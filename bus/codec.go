@@ -612,60 +612,40 @@ func (d *decoder) array(elem func() bool) bool {
 	}
 }
 
-// strings reads an array of strings (null: nil; [] an empty slice).
-func (d *decoder) strings(v *[]string) bool {
+// list reads an array into *v (null: nil; [] an empty slice, with room
+// for capHint elements), each element by elem into a zero T appended
+// first.
+func list[T any](d *decoder, v *[]T, capHint int, elem func(*T) bool) bool {
 	if d.null() {
 		*v = nil
 		return true
 	}
-	s := []string{}
-	ok := d.array(func() bool {
-		var e string
-		if !d.str(&e) {
-			return false
-		}
-		s = append(s, e)
-		return true
+	*v = make([]T, 0, capHint)
+	return d.array(func() bool {
+		*v = append(*v, *new(T))
+		return elem(&(*v)[len(*v)-1])
 	})
-	*v = s
-	return ok
 }
 
-func (d *decoder) ints(v *[]int) bool {
-	if d.null() {
-		*v = nil
-		return true
-	}
-	s := []int{}
-	ok := d.array(func() bool {
-		var e int
-		if !d.int(&e) {
-			return false
-		}
-		s = append(s, e)
-		return true
-	})
-	*v = s
-	return ok
-}
+// strings reads an array of strings (null: nil; [] an empty slice).
+func (d *decoder) strings(v *[]string) bool { return list(d, v, 0, d.str) }
+
+func (d *decoder) ints(v *[]int) bool { return list(d, v, 0, d.int) }
 
 func (d *decoder) maps(v *[]map[string]any) bool {
-	if d.null() {
-		*v = nil
-		return true
-	}
-	s := []map[string]any{}
-	ok := d.array(func() bool {
+	return list(d, v, 0, func(m *map[string]any) bool {
 		if d.null() {
-			s = append(s, nil)
 			return true
 		}
-		m, ok := d.mapAny(nil)
-		s = append(s, m)
+		var ok bool
+		*m, ok = d.mapAny(nil)
 		return ok
 	})
-	*v = s
-	return ok
+}
+
+// healthChecks reads an array of health check results (null: nil).
+func (d *decoder) healthChecks(v *[]HealthCheck) bool {
+	return list(d, v, 0, func(h *HealthCheck) bool { return d.null() || d.healthCheck(h) })
 }
 
 // skip reads any value and drops it.
@@ -732,16 +712,10 @@ func (d *decoder) task(t *Task) bool {
 		case 17:
 			return d.time(&t.Deadline)
 		case 18:
-			if d.null() {
-				t.Segment = nil
-				return true
-			}
 			// Room made at once for as many items as the message could
 			// hold (an item takes 256 bytes or more in a segment).
-			t.Segment = make([]SegmentItem, 0, min(maxSegmentItems, len(d.data)/256+1))
-			return d.array(func() bool {
-				t.Segment = append(t.Segment, SegmentItem{})
-				return d.null() || d.segmentItem(&t.Segment[len(t.Segment)-1])
+			return list(d, &t.Segment, min(maxSegmentItems, len(d.data)/256+1), func(it *SegmentItem) bool {
+				return d.null() || d.segmentItem(it)
 			})
 		case 19:
 			return d.bool(&t.ContinueAfterFailure)
@@ -998,35 +972,19 @@ func (d *decoder) outcome(o *Outcome, level int) bool {
 		case 14:
 			return d.bool(&o.Replayed)
 		case 15:
-			if d.null() {
-				o.HealthChecks = nil
-				return true
-			}
-			o.HealthChecks = []HealthCheck{}
-			return d.array(func() bool {
-				o.HealthChecks = append(o.HealthChecks, HealthCheck{})
-				return d.null() || d.healthCheck(&o.HealthChecks[len(o.HealthChecks)-1])
-			})
+			return d.healthChecks(&o.HealthChecks)
 		case 16:
 			return d.str((*string)(&o.Kind))
 		case 17:
 			return d.str(&o.MAC)
 		case 18:
-			if d.null() {
-				o.Outcomes = nil
-				return true
+			// A batch's outcomes, room made at once for as many as its
+			// size could hold (an outcome takes 160 bytes or more).
+			room := 0
+			if level == 0 {
+				room = min(MaxBatchOutcomes, len(d.data)/160+1)
 			}
-			if level > 0 {
-				o.Outcomes = []Outcome{}
-			} else {
-				// A batch's outcomes, room made at once for as many as
-				// its size could hold (an outcome takes 160 bytes or more).
-				o.Outcomes = make([]Outcome, 0, min(MaxBatchOutcomes, len(d.data)/160+1))
-			}
-			return d.array(func() bool {
-				o.Outcomes = append(o.Outcomes, Outcome{})
-				return d.null() || d.outcome(&o.Outcomes[len(o.Outcomes)-1], level+1)
-			})
+			return list(d, &o.Outcomes, room, func(e *Outcome) bool { return d.null() || d.outcome(e, level+1) })
 		}
 		return false
 	})
@@ -1150,17 +1108,7 @@ func (r *JSONReader) Time(t *time.Time) bool { return r.d.time(t) }
 func (r *JSONReader) Strings(v *[]string) bool { return r.d.strings(v) }
 
 // HealthChecks reads an array of health check results (null: nil).
-func (r *JSONReader) HealthChecks(v *[]HealthCheck) bool {
-	if r.d.null() {
-		*v = nil
-		return true
-	}
-	*v = []HealthCheck{}
-	return r.d.array(func() bool {
-		*v = append(*v, HealthCheck{})
-		return r.d.null() || r.d.healthCheck(&(*v)[len(*v)-1])
-	})
-}
+func (r *JSONReader) HealthChecks(v *[]HealthCheck) bool { return r.d.healthChecks(v) }
 
 // Offset is how many bytes of the document were read; Len its length.
 func (r *JSONReader) Offset() int { return r.d.i }
