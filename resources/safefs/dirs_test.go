@@ -58,23 +58,10 @@ func TestDirsFollowPathChanges(t *testing.T) {
 	t.Parallel()
 	base := t.TempDir()
 	app := filepath.Join(base, "app")
-	if err := os.Mkdir(app, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dirs := safefs.NewDirs()
-	defer dirs.Close()
 	// Each use is DirsRecheck after the last: every one checks the path.
 	var clock time.Duration
-	safefs.SetDirsClock(dirs, func() time.Duration { clock += safefs.DirsRecheck; return clock })
-	ctx := safefs.WithDirs(context.Background(), dirs)
-	write := func(content string) error {
-		d, name, err := safefs.OpenParentContext(ctx, filepath.Join(app, "conf"))
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		return d.WriteFile(name, []byte(content), 0o644, -1, -1)
-	}
+	writeIn := appWriter(t, app, func() time.Duration { clock += safefs.DirsRecheck; return clock })
+	write := func(content string) error { return writeIn("conf", content) }
 	if err := write("1"); err != nil {
 		t.Fatal(err)
 	}
@@ -126,30 +113,39 @@ func TestDirsFollowPathChanges(t *testing.T) {
 	}
 }
 
+// appWriter creates the directory app and returns a writer of files in
+// it through a Dirs (closed with the test) whose clock of rechecks is now.
+func appWriter(t *testing.T, app string, now func() time.Duration) func(name, content string) error {
+	t.Helper()
+	if err := os.Mkdir(app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dirs := safefs.NewDirs()
+	t.Cleanup(func() { dirs.Close() })
+	safefs.SetDirsClock(dirs, now)
+	ctx := safefs.WithDirs(context.Background(), dirs)
+	return func(name, content string) error {
+		d, n, err := safefs.OpenParentContext(ctx, filepath.Join(app, name))
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return d.WriteFile(n, []byte(content), 0o644, -1, -1)
+	}
+}
+
 // TestDirsRecheckWindow: within DirsRecheck of its last check a kept
 // directory is handed out without a stat of its path (a directory renamed
 // aside meanwhile is still written into: the very directory the path led
 // to, reached safely); past it the path is checked again and followed.
 func TestDirsRecheckWindow(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	app := filepath.Join(base, "app")
-	if err := os.Mkdir(app, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dirs := safefs.NewDirs()
-	defer dirs.Close()
+	app := filepath.Join(t.TempDir(), "app")
 	var clock time.Duration
-	safefs.SetDirsClock(dirs, func() time.Duration { return clock })
-	ctx := safefs.WithDirs(context.Background(), dirs)
+	writeIn := appWriter(t, app, func() time.Duration { return clock })
 	write := func(name, content string) {
 		t.Helper()
-		d, n, err := safefs.OpenParentContext(ctx, filepath.Join(app, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.Close()
-		if err := d.WriteFile(n, []byte(content), 0o644, -1, -1); err != nil {
+		if err := writeIn(name, content); err != nil {
 			t.Fatal(err)
 		}
 	}
