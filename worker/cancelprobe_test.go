@@ -45,6 +45,14 @@ func TestRootRunTaskLooksCancellationsUpOnce(t *testing.T) {
 	eventually(t, "the child run's task to run", func() bool { return exists(filepath.Join(dir, "child")) })
 	require.FileExists(t, filepath.Join(dir, "root"))
 
+	// The look-ups were made before the command ran; this subscription
+	// hears of them a moment later (it failed once in a full run,
+	// reading the root run's second look-up before it had arrived).
+	eventually(t, "the child's look-ups to be heard", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return gets[tb.runID] >= 2 && gets[child.RunID] >= 1
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, map[string]int{tb.runID: 2, child.RunID: 1}, gets,
