@@ -13,6 +13,7 @@ import (
 	"runtime/metrics"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
 	"github.com/manifold-run/manifold/internal/cli"
 	"github.com/manifold-run/manifold/internal/cueprobe"
@@ -20,6 +21,7 @@ import (
 )
 
 func main() {
+	entered := time.Now()
 	if len(os.Args) == 2 && os.Args[1] == resources.ReaperCommand {
 		os.Exit(resources.Reaper(os.Stdin))
 	}
@@ -59,7 +61,7 @@ func main() {
 		profilePeakHeap(path, func(err error) { fmt.Fprintf(os.Stderr, "manifold: MANIFOLD_MEM_PROFILE: %v\n", err) })
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Run(ctx, cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ProcessExits: true}, os.Args[1:])
+	code := cli.Run(ctx, cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ProcessExits: true, MainEntered: entered}, os.Args[1:])
 	stop()
 	exit(code)
 }

@@ -128,6 +128,7 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 			return ExitInvalid
 		}
 	}
+	mark(ctx, PhaseCommand)
 	path := pos[0]
 	logger := newLogger(st.Stderr, o.logLevel.value)
 	eopts := embeddedOpts{Logger: logger, MaxDepth: o.maxDepth, MaxTreeRuns: o.maxTreeRuns, Concurrency: o.concurrency,
@@ -160,6 +161,7 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	if !ok {
 		return ExitInvalid
 	}
+	mark(ctx, PhaseFacts)
 	if starting != nil {
 		// The worker starts with this host's facts while the manifest
 		// compiles.
@@ -180,6 +182,7 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	if !ok {
 		return ExitInvalid
 	}
+	mark(ctx, PhaseCompiled)
 	// Embedded, the bundle is packed while the engine still starts.
 	var req bus.RunRequest
 	var archive []byte
@@ -191,12 +194,14 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 			fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 			return ExitInvalid
 		}
+		mark(ctx, PhaseBundlePacked)
 	}
 	shutdown, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "manifold-cli", Endpoint: o.otlpEndpoint})
 	if err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitInvalid
 	}
+	mark(ctx, PhaseTelemetry)
 	defer func() {
 		if err := shutdown(context.Background()); err != nil {
 			logger.Warn("traces not flushed", "error", err)
@@ -219,7 +224,11 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 		return ExitUnavailable
 	}
-	defer eng.closeWithin(st, embeddedStopWait)
+	mark(ctx, PhaseEngineReady)
+	defer func() {
+		eng.closeWithin(st, embeddedStopWait)
+		mark(ctx, PhaseEngineStopped)
+	}()
 
 	if err := putBundle(ctx, eng.bus, &req, archive); err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
@@ -229,6 +238,7 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 		return ExitInvalid
 	}
 	archive = nil // collectable during the run
+	mark(ctx, PhaseBundleStored)
 	if o.watch.enabled {
 		return runWatch(ctx, &watchRun{st: st, eng: eng, tree: tree, req: req, output: o.output.value, runTimeout: o.timeout,
 			facts: facts, jaegerURL: o.jaegerURL, logger: logger}, o.watch)
@@ -261,6 +271,7 @@ func submitAndFollow(ctx context.Context, st IO, b *bus.Bus, req bus.RunRequest,
 		fmt.Fprintf(st.Stderr, "manifold: submit run: %v\n", err)
 		return ExitUnavailable
 	}
+	mark(ctx, PhaseRunSubmitted)
 	return followRun(ctx, st, b, req.RunID, fo)
 }
 

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Exit codes, a contract scripts depend on.
@@ -45,6 +46,9 @@ type IO struct {
 	// stopped and its store removed. Tests that run commands in process
 	// leave it false.
 	ProcessExits bool
+	// MainEntered is when the process's main began (cmd/manifold): the
+	// first phase of a TimingsEnv file. Zero leaves it out.
+	MainEntered time.Time
 }
 
 type command struct {
@@ -100,6 +104,17 @@ func Run(ctx context.Context, st IO, args []string) (code int) {
 		return ExitInvalid
 	}
 	name := args[0]
+	if path := st.Getenv(TimingsEnv); path != "" && timingsOf(ctx) == nil {
+		// The file is written once the command has returned (its
+		// engine stopped), whatever it returns.
+		var t *timings
+		ctx, t = withTimings(ctx, path, st.MainEntered)
+		defer func() {
+			if err := t.write(name); err != nil {
+				fmt.Fprintf(st.Stderr, "manifold: %v\n", err)
+			}
+		}()
+	}
 	switch name {
 	case "-h", "--help", "help":
 		if len(args) > 1 {

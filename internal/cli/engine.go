@@ -105,13 +105,16 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 	if e.dir, err = os.MkdirTemp("", embeddedStorePrefix); err != nil {
 		return nil, fmt.Errorf("embedded engine: store directory: %w", err)
 	}
+	mark(ctx, PhaseEngineStore)
 	if e.srv, err = bus.StartServer(bus.ServerConfig{StoreDir: e.dir}); err != nil {
 		return nil, err
 	}
+	mark(ctx, PhaseEngineServer)
 	nc, err := e.srv.Connect("manifold-apply")
 	if err != nil {
 		return nil, err
 	}
+	mark(ctx, PhaseEngineConnected)
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// The store is private to this process and removed at exit: memory
@@ -124,6 +127,7 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 	if e.bus, err = bus.Open(octx, nc, bcfg); err != nil {
 		return nil, err
 	}
+	mark(ctx, PhaseEngineStreams)
 	if e.coord, err = coordinator.New(coordinator.Config{Bus: e.bus, Logger: o.Logger, MaxDepth: o.MaxDepth, MaxTreeRuns: o.MaxTreeRuns, Name: "embedded",
 		Compiled: e.plans.take, ScanInterval: scan}); err != nil {
 		return nil, err
@@ -131,6 +135,7 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 	if err = e.coord.Start(ctx); err != nil {
 		return nil, err
 	}
+	mark(ctx, PhaseEngineCoordinator)
 	if o.NoWorker {
 		return e, nil
 	}
@@ -152,6 +157,7 @@ func (e *embedded) startWorker(ctx context.Context, o embeddedOpts) error {
 		return err
 	}
 	e.worker = w
+	mark(ctx, PhaseEngineWorker)
 	return nil
 }
 

@@ -93,6 +93,7 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 		}
 		return ExitUnavailable
 	}
+	mark(ctx, PhaseRunFinished)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	rep, err := coordinator.GetReport(rctx, b, runID)
@@ -100,12 +101,14 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 		fmt.Fprintf(st.Stderr, "manifold: run %s: report: %v\n", runID, err)
 		return ExitUnavailable
 	}
+	mark(ctx, PhaseReportRead)
 	if o.output == "json" {
 		_ = writeReport(st.Stdout, rep, true)
 	} else {
 		p.summary(rep)
 		printMessage(st, o.output, rep.PostMessage)
 	}
+	mark(ctx, PhaseReportWritten)
 	switch {
 	case rejected:
 		if o.output == "json" {
