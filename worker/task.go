@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -363,29 +364,38 @@ func mustRecord(task bus.Task, o bus.Outcome) bool {
 }
 
 // progress tells the server the task is being worked on, so a live
-// worker's long task is never redelivered. The returned func stops it.
+// worker's long task is never redelivered. The returned func stops it;
+// once it returned no signal is sent. A timer, not a goroutine: most
+// tasks end long before the first signal is due, and a goroutine to start
+// and wake at the end was a scheduling round per task.
 func (w *Worker) progress(ctx context.Context, d *bus.Delivery) func() {
 	every := max(w.bus.Config().TaskAckWait/3, 50*time.Millisecond)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
 	// The first signal a third of AckWait from now: the message was
 	// fetched just before (Consumer.Next fetches one when a slot is free;
 	// reserve signals while a task waits for one), and most tasks end
 	// sooner, so they cost the server no signal at all.
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_ = d.InProgress()
-			}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || ctx.Err() != nil {
+			return
 		}
-	}()
-	return func() { cancel(); <-done }
+		_ = d.InProgress()
+		t.Reset(every)
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 // execute runs the task through the registry and the engine.

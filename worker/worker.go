@@ -224,6 +224,10 @@ type Worker struct {
 	// cancelled holds the runs cancelled lately (run ID → when): a segment
 	// of one executes no more of its resources.
 	cancelled map[string]time.Time
+	// notCancelled holds the runs the cancels bucket said were not
+	// cancelled (run ID → the connection's reconnection count then): see
+	// dropCancelled.
+	notCancelled map[string]uint64
 }
 
 // New returns a worker; Start starts it.
