@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/manifold-run/manifold/bus"
+	"github.com/manifold-run/manifold/coordinator"
 )
 
 // FleetResult is the figures of mode fleet: one row per fleet size.
@@ -60,6 +61,14 @@ type FleetRow struct {
 	// ServerPeakKiB is the server's peak resident memory (VmHWM) after the
 	// last run.
 	ServerPeakKiB int64
+	// RunEnds is when each run ended, from the start of the first.
+	RunEnds []time.Duration
+	// ServerHeapKiB is the server's live heap (HeapAlloc after two
+	// forced collections: the second drops the buffers its pools kept
+	// through the first) after the runs HeapRuns names (1 = the first):
+	// the first, every heapEvery-th and the last.
+	ServerHeapKiB []int64
+	HeapRuns      []int
 	// CoordCPU is the coordinator's CPU time (user + system) over each
 	// run; ServerCPU the server's, HostsCPU the host processes'.
 	CoordCPU, ServerCPU, HostsCPU []time.Duration
@@ -110,6 +119,10 @@ func (r *FleetRow) Line(resources int) string {
 // server's highest RSS after a run of the first and of the second half of
 // the runs (server_rss_flat: the second half's stays within
 // rssFlatMargin of the first half's; with fewer than 4 runs, unknown).
+// Then the same over the steady state only, the runs that ended
+// fleetWarmup or more after the first (steady_runs of them): RSS
+// (server_rss_steady_flat) and the server's live heap
+// (server_heap_flat), each unknown with fewer than 4 samples.
 func (r *FleetRow) MemoryLine() string {
 	first := func(s []int64) float64 {
 		if len(s) == 0 {
@@ -122,9 +135,87 @@ func (r *FleetRow) MemoryLine() string {
 	if len(r.ServerRSSKiB) >= 4 {
 		flat = strconv.FormatBool(rssFlat(r.ServerRSSKiB))
 	}
-	return fmt.Sprintf("fleet hosts=%d runs=%d server_rss_mb_first=%.0f server_rss_mb_last=%.0f coordinator_rss_mb_first=%.0f coordinator_rss_mb_last=%.0f server_rss_mb_max_first_half=%.0f server_rss_mb_max_second_half=%.0f server_rss_flat=%s",
+	rssSteady := steady(r.ServerRSSKiB, r.RunEnds, nil)
+	heapSteady := steady(r.ServerHeapKiB, r.RunEnds, r.HeapRuns)
+	s1, s2 := halvesMax(rssSteady)
+	hp1, hp2 := halvesMax(heapSteady)
+	return fmt.Sprintf("fleet hosts=%d runs=%d server_rss_mb_first=%.0f server_rss_mb_last=%.0f coordinator_rss_mb_first=%.0f coordinator_rss_mb_last=%.0f server_rss_mb_max_first_half=%.0f server_rss_mb_max_second_half=%.0f server_rss_flat=%s"+
+		" steady_runs=%d server_rss_mb_steady_max_first_half=%.0f server_rss_mb_steady_max_second_half=%.0f server_rss_steady_flat=%s"+
+		" server_heap_mb_first=%.0f server_heap_mb_last=%.0f server_heap_mb_steady_max_first_half=%.0f server_heap_mb_steady_max_second_half=%.0f server_heap_mb_steady_per_run=%.2f server_heap_flat=%s",
 		r.Hosts, len(r.Walls), first(r.ServerRSSKiB), float64(last(r.ServerRSSKiB))/1024, first(r.CoordRSSKiB), float64(last(r.CoordRSSKiB))/1024,
-		float64(h1)/1024, float64(h2)/1024, flat)
+		float64(h1)/1024, float64(h2)/1024, flat,
+		len(rssSteady), float64(s1)/1024, float64(s2)/1024, flatOf(rssSteady),
+		first(r.ServerHeapKiB), float64(last(r.ServerHeapKiB))/1024, float64(hp1)/1024, float64(hp2)/1024, r.heapSlope()/1024, flatOf(heapSteady))
+}
+
+// fleetWarmup is how long after the first run the server's memory may
+// still rise with nothing leaking: what it holds for a time, not for a
+// number of runs, fills up over the longest such window: the streams'
+// duplicate windows (2 minutes: every message ID published in them) and
+// the events a fan-out keeps after its end (FoldEventsGrace). Runs 2.5 s
+// apart fill them for 60 runs: the halves of 100 runs compare the
+// filling with the full, which a leak and a window tell apart only past
+// the window.
+const fleetWarmup = 2*time.Minute + coordinator.DefaultFoldEventsGrace
+
+// heapEvery is how often (in runs) the server's live heap is sampled
+// besides after the first and the last run: each sample is two
+// collections of the server's heap, taken after the run's figures.
+const heapEvery = 5
+
+// steady returns the samples taken fleetWarmup or more after the end of
+// the first run: s[i] was taken after run runs[i] (1 = the first), or
+// after run i+1 when runs is nil; ends are the runs' ends.
+func steady(s []int64, ends []time.Duration, runs []int) []int64 {
+	if len(ends) == 0 {
+		return nil
+	}
+	var out []int64
+	for i, v := range s {
+		n := i + 1
+		if runs != nil {
+			n = runs[i]
+		}
+		if n-1 < len(ends) && ends[n-1]-ends[0] >= fleetWarmup {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// heapSlope is the least-squares slope, in KiB a run, of the server's
+// live heap over the steady runs' samples (0 with fewer than 2): what a
+// run leaves behind, which the halves' verdict sees only past its
+// margin.
+func (r *FleetRow) heapSlope() float64 {
+	var xs, ys []float64
+	for i, v := range r.ServerHeapKiB {
+		if n := r.HeapRuns[i]; n-1 < len(r.RunEnds) && r.RunEnds[n-1]-r.RunEnds[0] >= fleetWarmup {
+			xs, ys = append(xs, float64(n)), append(ys, float64(v))
+		}
+	}
+	if len(xs) < 2 {
+		return 0
+	}
+	var mx, my float64
+	for i := range xs {
+		mx, my = mx+xs[i], my+ys[i]
+	}
+	mx, my = mx/float64(len(xs)), my/float64(len(xs))
+	var num, den float64
+	for i := range xs {
+		num += (xs[i] - mx) * (ys[i] - my)
+		den += (xs[i] - mx) * (xs[i] - mx)
+	}
+	return num / den
+}
+
+// flatOf is rssFlat's verdict on s, unknown below 4 samples.
+func flatOf(s []int64) string {
+	if len(s) < 4 {
+		return "unknown"
+	}
+	return strconv.FormatBool(rssFlat(s))
 }
 
 // rssFlatMargin is how much higher than in the first half of the runs
@@ -277,14 +368,13 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 	if cfg.FleetMaxConsumers != 0 {
 		opts.serverConfig = fmt.Sprintf("jetstream {\n  limits {\n    default_max_consumers: %d\n  }\n}\n", cfg.FleetMaxConsumers)
 	}
+	// The server's live heap is sampled after runs (heapAt) and, with
+	// FleetProfile, its heap profile fetched.
 	profPort := 0
-	if cfg.FleetProfile != "" {
-		// The server's heap, fetched after the runs (what a run leaves).
-		if profPort, row.Err = freePort(); row.Err != nil {
-			return row
-		}
-		opts.serverConfig += fmt.Sprintf("prof_port: %d\n", profPort)
+	if profPort, row.Err = freePort(); row.Err != nil {
+		return row
 	}
+	opts.serverConfig += fmt.Sprintf("prof_port: %d\n", profPort)
 	if cfg.FleetLiveRuns > 0 {
 		opts.coordArgs = append(opts.coordArgs, "--max-tree-live-runs", strconv.Itoa(cfg.FleetLiveRuns))
 	}
@@ -329,7 +419,26 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 	row.IdleServerCPU, row.IdleHostsCPU = procCPU(c.server.cmd.Process.Pid)-srv0, c.hostsCPU()-hosts0
 	h.log.Info("fleet idle", "hosts", n, "window", cfg.FleetIdle, "server_cpu", row.IdleServerCPU, "hosts_cpu", row.IdleHostsCPU,
 		"coordinator_cpu", procCPU(c.coord.cmd.Process.Pid)-coord0)
+	runsStart := time.Now()
+	var runProfile chan struct{}
+	defer func() {
+		if runProfile != nil {
+			<-runProfile
+		}
+	}()
 	for i := range cfg.FleetRuns {
+		if i == 1 && cfg.FleetProfile != "" {
+			// The server's CPU over the second run alone (its start and
+			// idle are in the whole process's profile): for as long as
+			// the first run and its report fetch took, in whole seconds.
+			secs := int((row.Walls[0] + row.ReportWalls[0] + time.Second - 1) / time.Second)
+			runProfile = make(chan struct{})
+			go func() {
+				defer close(runProfile)
+				c.saveProfile(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", profPort, secs),
+					filepath.Join(cfg.FleetProfile, fmt.Sprintf("server-run2-%d.pprof", n)))
+			}()
+		}
 		cpu0, srv0, hosts0 := procCPU(c.coord.cmd.Process.Pid), procCPU(c.server.cmd.Process.Pid), c.hostsCPU()
 		r, err := c.fleetRun(ctx, m, n)
 		if err != nil {
@@ -346,6 +455,7 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 		row.Walls, row.RunTimes = append(row.Walls, r.wall), append(row.RunTimes, r.runTime)
 		row.ServerRSSKiB = append(row.ServerRSSKiB, procStatus(c.server.cmd.Process.Pid, "VmRSS"))
 		row.CoordRSSKiB = append(row.CoordRSSKiB, procStatus(c.coord.cmd.Process.Pid, "VmRSS"))
+		row.RunEnds = append(row.RunEnds, time.Since(runsStart))
 		h.log.Info("fleet run", "hosts", n, "run", i+1, "wall", r.wall, "run_time", r.runTime, "report", r.reportWall, "report_error", r.reportErr,
 			"server_rss_mb", last(row.ServerRSSKiB)/1024, "coordinator_cpu", last(row.CoordCPU),
 			"server_cpu", last(row.ServerCPU), "hosts_cpu", last(row.HostsCPU))
@@ -354,7 +464,21 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 				return row
 			}
 		}
-		if i == 0 && profPort != 0 && cfg.FleetRuns > 1 {
+		if i == 0 || (i+1)%heapEvery == 0 || i == cfg.FleetRuns-1 {
+			// After the run's figures (and its profile): the collections
+			// cost the server CPU.
+			if runProfile != nil {
+				<-runProfile
+				runProfile = nil
+			}
+			if kib, err := heapAlloc(ctx, profPort); err != nil {
+				h.log.Warn("fleet: server live heap", "error", err)
+			} else {
+				row.ServerHeapKiB, row.HeapRuns = append(row.ServerHeapKiB, kib), append(row.HeapRuns, i+1)
+				h.log.Info("fleet server heap", "hosts", n, "run", i+1, "heap_mb", kib/1024)
+			}
+		}
+		if i == 0 && cfg.FleetProfile != "" && cfg.FleetRuns > 1 {
 			// The live heap after the first run, against the last's: what
 			// the runs leave behind, without the collector's headroom and
 			// the buffers RSS counts (after the CPU of the run is taken).
@@ -362,7 +486,7 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 		}
 	}
 	c.logStreams(ctx, n)
-	if profPort != 0 {
+	if cfg.FleetProfile != "" {
 		c.saveHeap(ctx, profPort, filepath.Join(cfg.FleetProfile, fmt.Sprintf("server-heap-%d.pprof", n)))
 	}
 	row.ServerPeakKiB = procStatus(c.server.cmd.Process.Pid, "VmHWM")
@@ -645,15 +769,63 @@ func (c *cluster) logStreams(ctx context.Context, n int) {
 	}
 }
 
+// heapAlloc returns the server's live heap in KiB: HeapAlloc (from its
+// prof_port's heap profile, in text) after a second forced collection;
+// the first leaves the buffers its sync.Pools held (the file store's
+// block buffers among them) in the pools' victim caches, still counted.
+func heapAlloc(ctx context.Context, port int) (int64, error) {
+	var kib int64
+	for range 2 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1&debug=1", port), nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return 0, err
+		}
+		if kib, err = parseHeapAlloc(data); err != nil {
+			return 0, err
+		}
+	}
+	return kib, nil
+}
+
+// parseHeapAlloc reads "# HeapAlloc = N" (bytes) from a heap profile in
+// text (debug=1) and returns N in KiB.
+func parseHeapAlloc(profile []byte) (int64, error) {
+	for line := range strings.Lines(string(profile)) {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("bench: heap profile: %q: %w", line, err)
+			}
+			return n >> 10, nil
+		}
+	}
+	return 0, fmt.Errorf("bench: heap profile has no HeapAlloc line")
+}
+
 // saveHeap writes the server's heap profile (its prof_port) to path.
 func (c *cluster) saveHeap(ctx context.Context, port int, path string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", port), nil)
+	c.saveProfile(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", port), path)
+}
+
+// saveProfile writes the profile url answers (the server's prof_port) to
+// path.
+func (c *cluster) saveProfile(ctx context.Context, url, path string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		c.h.log.Warn("fleet: server heap profile", "error", err)
+		c.h.log.Warn("fleet: server profile", "url", url, "error", err)
 		return
 	}
 	defer resp.Body.Close()
@@ -662,7 +834,7 @@ func (c *cluster) saveHeap(ctx context.Context, port int, path string) {
 		err = os.WriteFile(path, data, 0o644)
 	}
 	if err != nil {
-		c.h.log.Warn("fleet: server heap profile", "error", err)
+		c.h.log.Warn("fleet: server profile", "url", url, "error", err)
 	}
 }
 

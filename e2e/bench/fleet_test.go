@@ -136,7 +136,7 @@ func TestFleet(t *testing.T) {
 	if m[1] == "0.00" || m[2] == "0" {
 		t.Errorf("wall %ss, server RSS %s MiB: want figures", m[1], m[2])
 	}
-	mem := regexp.MustCompile(`(?m)^fleet hosts=20 runs=2 server_rss_mb_first=[1-9]\d* server_rss_mb_last=[1-9]\d* coordinator_rss_mb_first=[1-9]\d* coordinator_rss_mb_last=[1-9]\d* server_rss_mb_max_first_half=[1-9]\d* server_rss_mb_max_second_half=[1-9]\d* server_rss_flat=unknown$`)
+	mem := regexp.MustCompile(`(?m)^fleet hosts=20 runs=2 server_rss_mb_first=[1-9]\d* server_rss_mb_last=[1-9]\d* coordinator_rss_mb_first=[1-9]\d* coordinator_rss_mb_last=[1-9]\d* server_rss_mb_max_first_half=[1-9]\d* server_rss_mb_max_second_half=[1-9]\d* server_rss_flat=unknown steady_runs=0 server_rss_mb_steady_max_first_half=0 server_rss_mb_steady_max_second_half=0 server_rss_steady_flat=unknown server_heap_mb_first=[1-9]\d* server_heap_mb_last=[1-9]\d* server_heap_mb_steady_max_first_half=0 server_heap_mb_steady_max_second_half=0 server_heap_mb_steady_per_run=0.00 server_heap_flat=unknown$`)
 	if !mem.MatchString(stdout.String()) {
 		t.Errorf("no memory line in\n%s", stdout.String())
 	}
@@ -250,11 +250,75 @@ func TestRSSFlat(t *testing.T) {
 		}
 	}
 	row := &FleetRow{Hosts: 10, Walls: make([]time.Duration, 4), ServerRSSKiB: []int64{100 << 10, 200 << 10, 150 << 10, 210 << 10}}
-	if got, want := row.MemoryLine(), "server_rss_mb_max_first_half=200 server_rss_mb_max_second_half=210 server_rss_flat=true"; !strings.HasSuffix(got, want) {
-		t.Errorf("MemoryLine() = %q, want it to end with %q", got, want)
+	if got, want := row.MemoryLine(), "server_rss_mb_max_first_half=200 server_rss_mb_max_second_half=210 server_rss_flat=true "; !strings.Contains(got, want) {
+		t.Errorf("MemoryLine() = %q, want it to hold %q", got, want)
 	}
 	row.ServerRSSKiB = row.ServerRSSKiB[:3]
-	if got := row.MemoryLine(); !strings.HasSuffix(got, "server_rss_flat=unknown") {
+	if got := row.MemoryLine(); !strings.Contains(got, "server_rss_flat=unknown ") {
 		t.Errorf("MemoryLine() with 3 runs = %q, want server_rss_flat=unknown", got)
+	}
+}
+
+// TestSteadyFlat: the steady verdicts take only the samples after runs
+// that ended fleetWarmup or more after the first: memory that fills the
+// duplicate windows over the first minutes and then stays is flat there,
+// though the halves of all the runs call it not flat; memory that still
+// grows past the windows is not; the heap's samples are placed by the
+// runs they followed.
+func TestSteadyFlat(t *testing.T) {
+	const runs = 100
+	ends := make([]time.Duration, runs)
+	rss := make([]int64, runs)
+	for i := range runs {
+		ends[i] = time.Duration(i) * 2500 * time.Millisecond // run i+1 ends 2.5 s after run i
+		// Fills for 60 runs (150 s), then moves within 5 %.
+		rss[i] = int64(240+6*min(i, 60)+(i%3)*15) << 10
+	}
+	if rssFlat(rss) {
+		t.Fatalf("the halves of filling memory must not be flat: the case does not test the steady verdict")
+	}
+	var heap []int64
+	var heapRuns []int
+	for n := 1; n <= runs; n++ {
+		if n == 1 || n%heapEvery == 0 {
+			heap, heapRuns = append(heap, int64(80+3*min(n, 60))<<10), append(heapRuns, n)
+		}
+	}
+	row := &FleetRow{Hosts: 1000, Walls: make([]time.Duration, runs), ServerRSSKiB: rss, RunEnds: ends, ServerHeapKiB: heap, HeapRuns: heapRuns}
+	line := row.MemoryLine()
+	// Runs 61..100 ended 150 s or more after the first.
+	for _, want := range []string{" server_rss_flat=false ", " steady_runs=40 ", " server_rss_steady_flat=true ", " server_heap_mb_first=83 ", " server_heap_mb_last=260 ", "server_heap_mb_steady_max_first_half=260 server_heap_mb_steady_max_second_half=260 server_heap_mb_steady_per_run=0.00 server_heap_flat=true"} {
+		if !strings.Contains(line+" ", want) {
+			t.Errorf("MemoryLine() = %q, want it to hold %q", line, want)
+		}
+	}
+	// Still growing past the windows: 3 MiB a run.
+	for i := range rss {
+		rss[i] = int64(240+3*i) << 10
+	}
+	for i, n := range heapRuns {
+		heap[i] = int64(80+3*n) << 10
+	}
+	line = row.MemoryLine()
+	for _, want := range []string{" server_rss_steady_flat=false ", " server_heap_mb_steady_per_run=3.00 ", " server_heap_flat=false"} {
+		if !strings.Contains(line+" ", want) {
+			t.Errorf("growing: MemoryLine() = %q, want it to hold %q", line, want)
+		}
+	}
+	// Too few runs past the windows: unknown.
+	row.RunEnds = ends[:10]
+	if line = row.MemoryLine(); !strings.Contains(line, "steady_runs=0 ") || !strings.HasSuffix(line, "server_heap_flat=unknown") {
+		t.Errorf("10 runs: MemoryLine() = %q, want no steady sample", line)
+	}
+}
+
+// TestParseHeapAlloc reads the live heap from a heap profile in text.
+func TestParseHeapAlloc(t *testing.T) {
+	prof := "heap profile: 1: 2 [3: 4] @ heap/1048576\n\n# runtime.MemStats\n# Alloc = 1\n# TotalAlloc = 2\n# HeapAlloc = 3145728\n# HeapSys = 9\n"
+	if got, err := parseHeapAlloc([]byte(prof)); err != nil || got != 3072 {
+		t.Errorf("parseHeapAlloc = %d, %v; want 3072 KiB", got, err)
+	}
+	if _, err := parseHeapAlloc([]byte("# Alloc = 1\n")); err == nil {
+		t.Error("a profile without HeapAlloc: want an error")
 	}
 }
