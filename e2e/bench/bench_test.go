@@ -177,7 +177,6 @@ func TestRunnerKillsAtTimeout(t *testing.T) {
 // TestToolVersion: the harness reads a tool's --version on stdout, or on
 // stderr when stdout is empty (CCM prints "development" there).
 func TestToolVersion(t *testing.T) {
-	t.Parallel()
 	id, err := currentIdentity()
 	if err != nil {
 		t.Fatal(err)
@@ -191,27 +190,34 @@ func TestToolVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &runner{id: id, home: home}
-	i := 0
-	for script, want := range map[string]string{
+	type script struct{ bin, text, want string }
+	var scripts []script
+	for text, want := range map[string]string{
 		"echo development >&2":                 "development",
 		"echo v1.2.3; echo warning >&2":        "v1.2.3",
 		"echo nothing to say >&2; exit 1":      "",
 		"printf 'ccm version 0.0.1\\n\\n' >&2": "ccm version 0.0.1",
 	} {
-		i++
-		bin := filepath.Join(home, fmt.Sprintf("tool-%d", i))
-		if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+		bin := filepath.Join(home, fmt.Sprintf("tool-%d", len(scripts)+1))
+		if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+text+"\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		got, err := toolVersion(t.Context(), r, bin)
-		if want == "" {
+		scripts = append(scripts, script{bin, text, want})
+	}
+	// The scripts are written before the parallel tests run: a process
+	// they fork while a script is open for writing holds it open, and
+	// running the script then fails with "text file busy" (ETXTBSY).
+	t.Parallel()
+	for _, s := range scripts {
+		got, err := toolVersion(t.Context(), r, s.bin)
+		if s.want == "" {
 			if err == nil {
-				t.Errorf("%q: want an error, got version %q", script, got)
+				t.Errorf("%q: want an error, got version %q", s.text, got)
 			}
 			continue
 		}
-		if err != nil || got != want {
-			t.Errorf("%q: got %q, %v; want %q", script, got, err, want)
+		if err != nil || got != s.want {
+			t.Errorf("%q: got %q, %v; want %q", s.text, got, err, s.want)
 		}
 	}
 }
@@ -324,12 +330,18 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s: wall %s, rss %d KiB", sc, c.wall(), c.rssKiB())
 		}
 	}
+	if len(f.breakdowns) != 1 || f.breakdownErr != nil {
+		t.Errorf("breakdowns of the converged apply: %+v, %v", f.breakdowns, f.breakdownErr)
+	} else if b := f.breakdowns[0]; b.processStart <= 0 || b.compile <= 0 || b.run <= 0 || b.engineUp <= 0 ||
+		b.processStart+b.compile+b.engine+b.run+b.report+b.shutdown+b.exit != b.wall {
+		t.Errorf("breakdown %+v", b)
+	}
 	if res.Level.Tools[0].Parent <= 0 || res.Dist.Rows[0].TasksPerSec <= 0 || res.Dist.Latency.Tasks != 3 {
 		t.Errorf("level %+v, dist %+v, latency %+v", res.Level.Tools[0], res.Dist.Rows, res.Dist.Latency)
 	}
 	var md strings.Builder
 	res.Markdown(&md)
-	for _, want := range []string{"### N = 1 ", "| converged apply |", "## One apply level", "| 1 |", "per-task overhead p50"} {
+	for _, want := range []string{"### N = 1 ", "| converged apply |", "## One apply level", "| 1 |", "per-task overhead p50", "| process start | flags, facts, compile |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/manifold-run/manifold/internal/cli"
 )
 
 // cell holds the samples of one tool in one scenario at one size.
@@ -69,7 +71,16 @@ type FilesResult struct {
 	floorErr error
 	// note explains skipped tools.
 	note string
+	// breakdowns are where the wall time of manifold's converged applies
+	// went (breakdownScenario), one per repetition whose timings file
+	// could be read; breakdownErr is the first one that could not.
+	breakdowns   []breakdown
+	breakdownErr error
 }
+
+// breakdownScenario is the scenario whose manifold runs write their
+// phases (cli.TimingsEnv) for the breakdown table.
+const breakdownScenario = ScenarioConverged
 
 // toolState is a tool's manifest and files at one size.
 type toolState struct {
@@ -118,8 +129,20 @@ func (h *harness) runFiles(ctx context.Context, n, reps int, tools []tool) (*Fil
 					}
 					continue
 				}
-				s := h.runScenario(ctx, st, sc, timeout)
+				timings := ""
+				if sc == breakdownScenario && st.tool.name == "manifold" {
+					timings = filepath.Join(h.run.home, fmt.Sprintf("timings-%d-%d.json", n, rep))
+				}
+				s := h.runScenario(ctx, st, sc, timeout, timings)
 				c.samples = append(c.samples, s)
+				if timings != "" && s.err == nil {
+					b, err := readTimings(timings, s)
+					if err == nil {
+						res.breakdowns = append(res.breakdowns, b)
+					} else if res.breakdownErr == nil {
+						res.breakdownErr = err
+					}
+				}
 				if s.err != nil {
 					c.err, st.failed = s.err, s.err
 					h.log.Warn("run failed", "tool", st.tool.name, "n", n, "scenario", sc, "error", s.err)
@@ -150,9 +173,20 @@ func (h *harness) runFiles(ctx context.Context, n, reps int, tools []tool) (*Fil
 	return res, nil
 }
 
+// readTimings reads and removes the timings file of sample s.
+func readTimings(path string, s sample) (breakdown, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return breakdown{}, fmt.Errorf("%w: %w", errTimings, err)
+	}
+	_ = os.Remove(path)
+	return parseTimings(b, s.start, s.wall)
+}
+
 // runScenario prepares the state a scenario starts from, runs the tool
-// once and checks what it did.
-func (h *harness) runScenario(ctx context.Context, st *toolState, sc Scenario, timeout time.Duration) sample {
+// once and checks what it did. A timings path makes manifold write its
+// phases there (cli.TimingsEnv).
+func (h *harness) runScenario(ctx context.Context, st *toolState, sc Scenario, timeout time.Duration, timings string) sample {
 	want := -1
 	switch sc {
 	case ScenarioFirst:
@@ -169,7 +203,11 @@ func (h *harness) runScenario(ctx context.Context, st *toolState, sc Scenario, t
 		}
 		want = k
 	}
-	s := h.run.run(ctx, timeout, filepath.Dir(st.manifest), st.tool.bin, st.tool.args(sc, st.manifest)...)
+	var env []string
+	if timings != "" {
+		env = []string{cli.TimingsEnv + "=" + timings}
+	}
+	s := h.run.runEnv(ctx, timeout, filepath.Dir(st.manifest), env, st.tool.bin, st.tool.args(sc, st.manifest)...)
 	if s.err != nil {
 		return s
 	}

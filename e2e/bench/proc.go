@@ -51,7 +51,9 @@ func currentIdentity() (identity, error) {
 
 // sample is one measured run of a child process.
 type sample struct {
-	wall time.Duration
+	// start is when the harness started the process (wall clock).
+	start time.Time
+	wall  time.Duration
 	// rssKiB is the peak resident set size of the child (wait4's
 	// ru_maxrss, in KiB on Linux).
 	rssKiB int64
@@ -117,6 +119,11 @@ func (r *runner) command(bin string, args ...string) *exec.Cmd {
 
 // run runs bin to completion or until timeout and measures it.
 func (r *runner) run(ctx context.Context, timeout time.Duration, dir, bin string, args ...string) sample {
+	return r.runEnv(ctx, timeout, dir, nil, bin, args...)
+}
+
+// runEnv is run with env (KEY=value) added to the clean environment.
+func (r *runner) runEnv(ctx context.Context, timeout time.Duration, dir string, env []string, bin string, args ...string) sample {
 	argv := append([]string{bin}, args...)
 	rssFile := ""
 	if r.timeBin != "" {
@@ -125,6 +132,7 @@ func (r *runner) run(ctx context.Context, timeout time.Duration, dir, bin string
 		argv = append([]string{r.timeBin, "-f", "%U %S %M", "-o", rssFile}, argv...)
 	}
 	cmd := r.command(argv[0], argv[1:]...)
+	cmd.Env = append(cmd.Env, env...)
 	if dir != "" {
 		cmd.Dir = dir
 	}
@@ -147,7 +155,7 @@ func (r *runner) run(ctx context.Context, timeout time.Duration, dir, bin string
 		killGroup(cmd)
 		err = <-done
 	}
-	s := sample{wall: time.Since(start), stdout: stdout.Bytes(), stderr: stderr.Bytes()}
+	s := sample{start: start, wall: time.Since(start), stdout: stdout.Bytes(), stderr: stderr.Bytes()}
 	if rssFile != "" {
 		s.rssKiB, s.cpu = readTime(rssFile)
 	} else if cmd.ProcessState != nil {

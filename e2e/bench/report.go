@@ -135,6 +135,7 @@ func (r *Results) Markdown(w io.Writer) {
 				p("- floor: %s\n", oneLine(f.floorErr))
 			}
 			p("\n")
+			breakdownTable(w, breakdownScenario, f.breakdowns, f.breakdownErr)
 		}
 	}
 	if l := r.Level; l != nil {
