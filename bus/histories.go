@@ -86,7 +86,8 @@ func (hs *Histories) loop(rd *reader) {
 		h := hs.subs[msg.Subject()]
 		hs.mu.Unlock()
 		if h != nil {
-			h.push(queued{seq: seq, msg: msg})
+			// Decoded here, off the run's own goroutine.
+			h.push(entriesOf(msg, seq))
 		}
 	}
 }
@@ -155,32 +156,39 @@ func (hs *Histories) Open(ctx context.Context, runID string) (*History, error) {
 	if err := rp.open(ctx); err != nil {
 		return fail(err)
 	}
+	done := make(chan struct{})
+	h.mu.Lock()
+	h.pastDone = done
+	h.mu.Unlock()
+	go func() {
+		defer close(done)
+		h.readPast(rp)
+	}()
 	return h, nil
 }
 
-// queued is a fact the shared consumer delivered for a History.
-type queued struct {
-	seq uint64
-	msg jetstream.Msg
-}
-
 // History is one run's history: the facts that move it on (see
-// HistoryEntry), read in order from the first.
+// HistoryEntry), read in order from the first. Its reader waits on Ready
+// and takes what is there with TryNext (or blocks in Next); the facts are
+// decoded before they are handed out, on the goroutine that read them.
 type History struct {
 	hs      *Histories
 	subject string
 	last    uint64
 
 	mu      sync.Mutex
-	replay  *reader // reading the past; nil once caught up
-	release func()  // frees the replay's slot
-	queue   []queued
-	read    uint64
+	replay  *reader        // reading the past; nil once caught up
+	release func()         // frees the replay's slot
+	past    []HistoryEntry // read by the replay, not handed out yet
+	pastErr error          // why the replay stopped before catching up
+	// pastDone is closed when readPast returned (nil: not started).
+	pastDone chan struct{}
+	// skipTo is the sequence of the last message the replay handed out:
+	// the shared consumer's copies of it and of earlier ones are dropped.
+	skipTo  uint64
+	queue   []HistoryEntry // delivered by the shared consumer
 	stopped bool
 	wake    chan struct{}
-	// ahead are the entries of a batch message (FactBatch) not handed
-	// out yet; only Next's caller touches it.
-	ahead []HistoryEntry
 }
 
 // Last is the sequence of the newest fact stored when the history was
@@ -188,10 +196,10 @@ type History struct {
 // once it has read it.
 func (h *History) Last() uint64 { return h.last }
 
-// push queues a fact for Next.
-func (h *History) push(q queued) {
+// push queues the entries of one message the shared consumer delivered.
+func (h *History) push(es []HistoryEntry) {
 	h.mu.Lock()
-	h.queue = append(h.queue, q)
+	h.queue = append(h.queue, es...)
 	h.mu.Unlock()
 	h.poke()
 }
@@ -203,72 +211,92 @@ func (h *History) poke() {
 	}
 }
 
-// Next blocks until the next fact is there. It returns an error once Stop
-// was called, the shared reading stopped, or the history was removed while
-// its past was read (ErrHistoryGone).
-func (h *History) Next() (HistoryEntry, error) {
-	if len(h.ahead) > 0 {
-		e := h.ahead[0]
-		h.ahead[0] = HistoryEntry{}
-		h.ahead = h.ahead[1:]
-		return e, nil
+// readPast reads the run's facts stored before the history was opened,
+// up to the newest of them, into h.past.
+func (h *History) readPast(rp *reader) {
+	for {
+		msg, seq, err := rp.next()
+		h.mu.Lock()
+		if err != nil {
+			if h.replay == rp {
+				h.pastErr = err
+			}
+			h.mu.Unlock()
+			h.poke()
+			return
+		}
+		h.past = append(h.past, entriesOf(msg, seq)...)
+		h.mu.Unlock()
+		h.poke()
+		if seq >= h.last {
+			return
+		}
 	}
-	msg, seq, err := h.nextMsg()
-	if err != nil {
-		return HistoryEntry{}, err
-	}
-	es := entriesOf(msg, seq)
-	h.ahead = es[1:]
-	return es[0], nil
 }
 
-// nextMsg blocks until the next message of the history is there.
-func (h *History) nextMsg() (jetstream.Msg, uint64, error) {
+// Ready is told (a token, never closed) when entries may be there for
+// TryNext: after each token, call TryNext until it has nothing.
+func (h *History) Ready() <-chan struct{} { return h.wake }
+
+// TryNext returns the next entry if it is there (ok), without waiting. It
+// returns an error once Stop was called, the shared reading stopped, or
+// the history was removed while its past was read (ErrHistoryGone).
+func (h *History) TryNext() (e HistoryEntry, ok bool, err error) {
 	h.mu.Lock()
-	rp := h.replay
-	h.mu.Unlock()
-	if rp != nil {
-		msg, seq, err := rp.next()
-		if err != nil {
-			return nil, 0, err
+	if rp := h.replay; rp != nil {
+		if len(h.past) == 0 {
+			err := h.pastErr
+			if h.stopped {
+				err = fmt.Errorf("bus: history: %w", jetstream.ErrMsgIteratorClosed)
+			}
+			h.mu.Unlock()
+			return HistoryEntry{}, false, err
 		}
-		h.mu.Lock()
-		h.read = seq
-		caughtUp := seq >= h.last && h.replay == rp
+		e = h.past[0]
+		h.past[0] = HistoryEntry{}
+		h.past = h.past[1:]
+		h.skipTo = e.Seq
+		caughtUp := e.Seq >= h.last && e.Rest == 0
+		release := h.release
 		if caughtUp {
-			h.replay = nil
+			h.replay, h.past = nil, nil
 		}
 		h.mu.Unlock()
 		if caughtUp {
 			rp.Stop()
-			h.release()
+			release()
 		}
-		return msg, seq, nil
+		return e, true, nil
 	}
-	for {
-		h.mu.Lock()
-		for len(h.queue) > 0 {
-			q := h.queue[0]
-			h.queue[0] = queued{}
-			h.queue = h.queue[1:]
-			if q.seq <= h.read {
-				continue // read in the replay already
-			}
-			h.read = q.seq
-			h.mu.Unlock()
-			return q.msg, q.seq, nil
+	for len(h.queue) > 0 {
+		e = h.queue[0]
+		h.queue[0] = HistoryEntry{}
+		h.queue = h.queue[1:]
+		if e.Seq <= h.skipTo {
+			continue // read in the replay already
 		}
-		h.queue = nil
-		stopped := h.stopped
 		h.mu.Unlock()
-		if stopped {
-			return nil, 0, fmt.Errorf("bus: history: %w", jetstream.ErrMsgIteratorClosed)
-		}
-		h.hs.mu.Lock()
-		err := h.hs.err
-		h.hs.mu.Unlock()
-		if err != nil {
-			return nil, 0, err
+		return e, true, nil
+	}
+	h.queue = nil
+	stopped := h.stopped
+	h.mu.Unlock()
+	if stopped {
+		return HistoryEntry{}, false, fmt.Errorf("bus: history: %w", jetstream.ErrMsgIteratorClosed)
+	}
+	h.hs.mu.Lock()
+	err = h.hs.err
+	h.hs.mu.Unlock()
+	return HistoryEntry{}, false, err
+}
+
+// Next blocks until the next entry is there. It returns the errors of
+// TryNext.
+func (h *History) Next() (HistoryEntry, error) {
+	for {
+		e, ok, err := h.TryNext()
+		if ok || err != nil {
+			return e, err
 		}
 		<-h.wake
 	}
@@ -282,11 +310,14 @@ func (h *History) Stop() {
 		return
 	}
 	h.stopped = true
-	rp, release := h.replay, h.release
+	rp, release, done := h.replay, h.release, h.pastDone
 	h.replay = nil
 	h.mu.Unlock()
 	if rp != nil {
 		rp.Stop()
+	}
+	if done != nil {
+		<-done // the past's reader, stopped (or returned by itself)
 	}
 	if release != nil {
 		release()

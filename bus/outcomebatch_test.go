@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/manifold-run/manifold/bus"
@@ -295,4 +296,59 @@ func TestHistoryOfARunReadsBatchesInOrder(t *testing.T) {
 		}
 	}
 	require.Equal(t, past, h.Last(), "the past ends with the last outcome of its batch")
+}
+
+// TestHistoryTryNextWaitsOnReady: a run's loop waits on Ready and takes
+// what is there with TryNext, which never blocks: the past (read by its
+// own consumer, released once read), then the facts stored after, each
+// once; nothing there is (false, nil), and an error once stopped.
+func TestHistoryTryNextWaitsOnReady(t *testing.T) {
+	_, b := bustest.Start(t, bus.Config{})
+	ctx := ctxT(t)
+	secret, err := bus.NewRunSecret()
+	require.NoError(t, err)
+	for k := range 3 {
+		require.NoError(t, b.PublishOutcome(ctx, signedOutcome(secret, "r1", k, "")))
+	}
+	hs := b.NewHistories(nil)
+	require.NoError(t, hs.Start(ctx))
+	t.Cleanup(hs.Stop)
+	h, err := hs.Open(ctx, "r1")
+	require.NoError(t, err)
+	t.Cleanup(h.Stop)
+	require.Equal(t, 2, hs.Consumers(), "the past is read on a consumer of its own")
+
+	next := func() bus.HistoryEntry {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			e, ok, err := h.TryNext()
+			require.NoError(t, err)
+			if ok {
+				return e
+			}
+			select {
+			case <-h.Ready():
+			case <-deadline:
+				t.Fatal("no entry within 10s")
+			}
+		}
+	}
+	for k := range 3 {
+		require.Equal(t, k, next().Outcome.Task)
+	}
+	require.Equal(t, 1, hs.Consumers(), "the past's consumer is released once read")
+	_, ok, err := h.TryNext()
+	require.NoError(t, err)
+	require.False(t, ok, "nothing more is there")
+
+	require.NoError(t, b.PublishOutcome(ctx, signedOutcome(secret, "r1", 3, "")))
+	require.NoError(t, b.PublishOutcome(ctx, signedOutcome(secret, "r1", 4, "")))
+	require.Equal(t, 3, next().Outcome.Task)
+	require.Equal(t, 4, next().Outcome.Task)
+
+	h.Stop()
+	_, ok, err = h.TryNext()
+	require.False(t, ok)
+	require.ErrorIs(t, err, jetstream.ErrMsgIteratorClosed)
 }

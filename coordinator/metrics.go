@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -18,6 +19,8 @@ type metrics struct {
 	depth metric.Int64Histogram
 	// refused counts history facts dropped unapplied (see verifyFact).
 	refused metric.Int64Counter
+	// taskAttrs holds the attribute option of each taskLabels.
+	taskAttrs sync.Map
 }
 
 func newMetrics(mp metric.MeterProvider, b *bus.Bus) (*metrics, error) {
@@ -75,5 +78,18 @@ func (m *metrics) runEnded(status RunStatus) {
 }
 
 func (m *metrics) taskEnded(typ string, status bus.TaskStatus) {
-	m.tasks.Add(context.Background(), 1, metric.WithAttributes(attribute.String("type", typ), attribute.String("status", string(status))))
+	k := taskLabels{typ, status}
+	opt, ok := m.taskAttrs.Load(k)
+	if !ok {
+		// Made once per (type, status): resource types and statuses are
+		// closed sets, so the map stays small.
+		opt, _ = m.taskAttrs.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attribute.String("type", typ), attribute.String("status", string(status)))))
+	}
+	m.tasks.Add(context.Background(), 1, opt.(metric.AddOption))
+}
+
+// taskLabels are the labels of manifold.tasks.
+type taskLabels struct {
+	typ    string
+	status bus.TaskStatus
 }

@@ -52,6 +52,9 @@ type run struct {
 	deadlines deadlineHeap
 	// pending are task publications awaiting the stream's ack.
 	pending []pendingTask
+	// outbox are the events of the step, published after its tasks
+	// (sendEvents).
+	outbox []queuedEvent
 	// replaying is true while the history written before this coordinator
 	// took the run is folded: its commands were carried out already.
 	replaying bool
@@ -148,28 +151,7 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 		r.log.Error("run: history not readable; another coordinator can resume it", "error", err)
 		return
 	}
-	facts := make(chan bus.HistoryEntry, maxFactBatch)
-	readCtx, stopRead := context.WithCancel(ctx)
-	go func() {
-		defer close(facts)
-		for {
-			e, err := hist.Next()
-			if err != nil {
-				return
-			}
-			select {
-			case facts <- e:
-			case <-readCtx.Done():
-				return
-			}
-		}
-	}()
-	defer func() {
-		stopRead()
-		hist.Stop()
-		for range facts {
-		}
-	}()
+	defer hist.Stop()
 
 	r.replaying = resume
 	if !resume || rec.Status == RunQueued {
@@ -190,6 +172,8 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 		return
 	}
 
+	// more is told when a step stopped at maxFactBatch with facts left.
+	more := make(chan struct{}, 1)
 	renew := time.NewTicker(r.c.cfg.Lease / 3)
 	defer renew.Stop()
 	timer := time.NewTimer(time.Hour)
@@ -200,28 +184,13 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 		case <-ctx.Done():
 			r.handOff()
 			return
-		case e, ok := <-facts:
-			if !ok {
-				if ctx.Err() != nil {
-					// Stopping: the reader saw the cancellation first.
-					r.handOff()
-					return
-				}
-				r.log.Error("run: history reading stopped; another coordinator can resume it")
+		case <-hist.Ready():
+			if !r.facts(ctx, spanCtx, hist, more) {
 				return
 			}
-			r.fact(ctx, spanCtx, e, hist.Last())
-		drain:
-			for n := 1; n < maxFactBatch && !r.m.finished; n++ {
-				select {
-				case e, ok := <-facts:
-					if !ok {
-						break drain
-					}
-					r.fact(ctx, spanCtx, e, hist.Last())
-				default:
-					break drain
-				}
+		case <-more:
+			if !r.facts(ctx, spanCtx, hist, more) {
+				return
 			}
 		case <-r.treeWake: // nil until a child run waits for a slot
 			r.startWaiting(ctx, spanCtx)
@@ -239,6 +208,37 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 		}
 	}
 	r.finish(ctx)
+}
+
+// facts folds the history entries that are there, at most maxFactBatch
+// (more is told when some are left), and carries out what they call for.
+// It returns false when the history cannot be read on: the run was handed
+// off (stopping) or left for another coordinator.
+func (r *run) facts(ctx, spanCtx context.Context, hist *bus.History, more chan struct{}) bool {
+	for n := 0; !r.m.finished; n++ {
+		if n == maxFactBatch {
+			select {
+			case more <- struct{}{}:
+			default:
+			}
+			return true
+		}
+		e, ok, err := hist.TryNext()
+		if err != nil {
+			if ctx.Err() != nil {
+				// Stopping: the reading saw the cancellation first.
+				r.handOff()
+				return false
+			}
+			r.log.Error("run: history reading stopped; another coordinator can resume it", "error", err)
+			return false
+		}
+		if !ok {
+			return true
+		}
+		r.fact(ctx, spanCtx, e, hist.Last())
+	}
+	return true
 }
 
 // fact folds one history entry and carries out what it calls for.
@@ -293,6 +293,7 @@ func (r *run) exec(ctx, spanCtx context.Context, cmds []command) {
 		case cmdStartChild:
 			if !r.replaying {
 				r.event(ctx, bus.Event{Kind: bus.EventTaskDispatched, Task: &c.task, Ref: r.ref(c.task)})
+				r.sendEvents() // before the child run's own events
 				r.startApply(ctx, r.taskSpan(spanCtx, c.task, false), c.task)
 			}
 		case cmdRetry:
@@ -386,6 +387,7 @@ func (r *run) verify(o bus.Outcome) error {
 // publishes it again after its replay. It returns false when the run was
 // left.
 func (r *run) flush(ctx context.Context) bool {
+	r.sendEvents()
 	for len(r.pending) > 0 {
 		var failed []pendingTask
 		// Retries within Wait stop before the lease would lapse (then the
@@ -490,13 +492,33 @@ func (r *run) endSpan(i int, errText string) {
 	delete(r.spans, i)
 }
 
-// event publishes a progress event of a resource without waiting for its
-// acknowledgement (events hold no state).
+// event stamps a progress event of a resource now and queues it; the
+// loop publishes the queue (sendEvents) once the step's task messages are
+// sent, so the server stores and delivers a task before the events around
+// it. The stamp is taken here, where the event happens: a task_dispatched
+// event is stamped before its task is published, as it always was.
 func (r *run) event(ctx context.Context, ev bus.Event) {
 	ev.RunID, ev.RootRunID, ev.Manifest = r.rec.RunID, r.rec.RootRunID, r.rec.Manifest
-	if err := r.c.bus.PublishEventNoAck(ctx, ev); err != nil {
-		r.log.Debug("event not published", "kind", ev.Kind, "error", err)
+	ev.Time = time.Now().UTC()
+	r.outbox = append(r.outbox, queuedEvent{ctx: ctx, ev: ev})
+}
+
+// queuedEvent is an event stamped and not yet published.
+type queuedEvent struct {
+	ctx context.Context
+	ev  bus.Event
+}
+
+// sendEvents publishes the queued events, in order, without waiting for
+// their acknowledgement (events hold no state).
+func (r *run) sendEvents() {
+	for i, q := range r.outbox {
+		if err := r.c.bus.PublishEventNoAck(q.ctx, q.ev); err != nil {
+			r.log.Debug("event not published", "kind", q.ev.Kind, "error", err)
+		}
+		r.outbox[i] = queuedEvent{}
 	}
+	r.outbox = r.outbox[:0]
 }
 
 func (r *run) ref(i int) string { return r.plan.Manifest.Resources[i].Ref() }
