@@ -15,6 +15,7 @@ import (
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
+	"github.com/manifold-run/manifold/internal/tmpdir"
 	"github.com/manifold-run/manifold/resources"
 	"github.com/manifold-run/manifold/resources/builtin"
 	"github.com/manifold-run/manifold/resources/document"
@@ -62,7 +63,7 @@ func (h *planHandoff) take(runID string) (*coordinator.Plan, bool) {
 }
 
 // embeddedStorePrefix names the store directories of embedded engines in
-// the temporary directory.
+// tmpdir.Base (a tmpfs, /dev/shm, unless TMPDIR is set).
 const embeddedStorePrefix = "manifold-embedded-"
 
 // removeAbandonedStores removes the store directories of embedded engines
@@ -101,8 +102,10 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 			e.close()
 		}
 	}()
-	removeAbandonedStores(os.TempDir())
-	if e.dir, err = os.MkdirTemp("", embeddedStorePrefix); err != nil {
+	for _, base := range tmpdir.Bases() {
+		removeAbandonedStores(base)
+	}
+	if e.dir, err = os.MkdirTemp(tmpdir.Base(), embeddedStorePrefix); err != nil {
 		return nil, fmt.Errorf("embedded engine: store directory: %w", err)
 	}
 	mark(ctx, PhaseEngineStore)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/internal/compile"
+	"github.com/manifold-run/manifold/internal/tmpdir"
 )
 
 // TestStartingEngineStartsWorkerOnFacts: once handed this host's facts,
@@ -124,4 +126,26 @@ func TestPackBundleThenPut(t *testing.T) {
 	stored, err := e.bus.GetBundle(ctx, packed.Bundle)
 	require.NoError(t, err)
 	require.Equal(t, archive, stored)
+}
+
+// TestEmbeddedStoreOnTmpfs: without TMPDIR the store of an embedded
+// engine is made in /dev/shm (a tmpfs: no disk I/O to make and remove
+// it) and removed at close; with TMPDIR, in TMPDIR.
+func TestEmbeddedStoreOnTmpfs(t *testing.T) {
+	if err := syscall.Access(tmpdir.Shm, 0o2|0o1); err != nil {
+		t.Skipf("%s: %v", tmpdir.Shm, err)
+	}
+	for _, env := range []string{"", t.TempDir()} {
+		t.Setenv("TMPDIR", env)
+		want := tmpdir.Shm
+		if env != "" {
+			want = env
+		}
+		e, err := startEmbedded(t.Context(), quietEmbeddedOpts())
+		require.NoError(t, err)
+		require.Equal(t, want, filepath.Dir(e.dir), "TMPDIR=%q", env)
+		require.FileExists(t, filepath.Join(e.dir, bus.StoreLockFile))
+		e.close()
+		require.NoDirExists(t, e.dir)
+	}
 }

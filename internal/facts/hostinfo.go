@@ -8,6 +8,8 @@ import (
 
 	"github.com/shirou/gopsutil/v4/common"
 	"github.com/shirou/gopsutil/v4/host"
+
+	"github.com/manifold-run/manifold/internal/tmpdir"
 )
 
 // hostInfo is gopsutil's host.InfoWithContext, without the one program it
@@ -19,7 +21,8 @@ import (
 // the longest part of gathering facts). Here gopsutil reads its files
 // through a view of the etc directory that holds an empty lsb-release and
 // symbolic links to the real files it reads, so it finds the same empty
-// fields without running anything.
+// fields without running anything. The view is made in tmpdir.Base (a
+// tmpfs unless TMPDIR is set): 5 entries made and removed.
 func hostInfo(ctx context.Context) (*host.InfoStat, error) {
 	etc := cmp.Or(os.Getenv("HOST_ETC"), "/etc")
 	if _, err := os.Stat(filepath.Join(etc, "lsb-release")); err == nil {
@@ -28,7 +31,7 @@ func hostInfo(ctx context.Context) (*host.InfoStat, error) {
 	if _, err := os.Stat(lsbReleaseProgram); err != nil {
 		return host.InfoWithContext(ctx)
 	}
-	view, err := os.MkdirTemp("", "manifold-etc-")
+	view, err := os.MkdirTemp(tmpdir.Base(), "manifold-etc-")
 	if err != nil {
 		return host.InfoWithContext(ctx)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/shirou/gopsutil/v4/host"
+
+	"github.com/manifold-run/manifold/internal/tmpdir"
 )
 
 // TestHostInfoAsGopsutilReadsIt: the host facts read through the etc view
@@ -45,5 +47,28 @@ func TestHostInfoAsGopsutilReadsIt(t *testing.T) {
 			t.Setenv("HOST_ETC", etc)
 			same(t)
 		})
+	}
+}
+
+// TestHostInfoViewOnTmpfsRemoved: where gopsutil would run lsb_release,
+// the view of the etc directory is made in tmpdir.Base (TMPDIR here, a
+// tmpfs without it) and removed once read.
+func TestHostInfoViewOnTmpfsRemoved(t *testing.T) {
+	if _, err := os.Stat(lsbReleaseProgram); err != nil {
+		t.Skipf("no %s: no view is made", lsbReleaseProgram)
+	}
+	t.Setenv("HOST_ETC", t.TempDir()) // no lsb-release
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	before, _ := filepath.Glob(filepath.Join(tmpdir.Shm, "manifold-etc-*"))
+	if _, err := hostInfo(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := os.ReadDir(tmp); err != nil || len(entries) != 0 {
+		t.Fatalf("TMPDIR holds %v (%v) after the facts", entries, err)
+	}
+	after, _ := filepath.Glob(filepath.Join(tmpdir.Shm, "manifold-etc-*"))
+	if len(after) > len(before) {
+		t.Fatalf("views left in %s: %v", tmpdir.Shm, after)
 	}
 }
