@@ -174,11 +174,9 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 			return
 		}
 	}
-	// Not waited for: the outcomes are durable, and a lost ack is a
-	// redelivery answered from the record (bus.Delivery.AckNoWait).
-	if err := d.AckNoWait(final); err != nil {
-		log.Warn("task ack failed; the redelivery is answered from the record", "error", err)
-	}
+	// The outcomes are durable: acked once the next task is there (or
+	// soon), not waited for (heldAcks).
+	w.acks.add(d)
 }
 
 // cancelProbe is task as dropCancelled looks its runs up: a root run's

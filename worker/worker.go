@@ -224,6 +224,8 @@ type Worker struct {
 	// cancelled holds the runs cancelled lately (run ID → when): a segment
 	// of one executes no more of its resources.
 	cancelled map[string]time.Time
+	// acks holds the acks of finished tasks (heldAcks).
+	acks heldAcks
 	// notCancelled holds the runs the cancels bucket said were not
 	// cancelled (run ID → the connection's reconnection count then): see
 	// dropCancelled.
@@ -254,6 +256,7 @@ func New(cfg Config) (*Worker, error) {
 		slots:   make(chan struct{}, cfg.Concurrency),
 		running: map[string]string{},
 	}
+	w.acks.log = w.log
 	if !cfg.DisableAssignments {
 		if w.assign, err = newAssigner(w); err != nil {
 			return nil, fmt.Errorf("worker: metrics: %w", err)
@@ -366,6 +369,7 @@ func (w *Worker) stop(hard bool) {
 	}
 	w.wg.Wait()
 	w.tasksWG.Wait() // cancellations are still heard while draining
+	w.acks.send()
 	w.stopCancels()
 	kill(errStopping)
 	if !already {
@@ -396,6 +400,9 @@ func (w *Worker) take(takeCtx, killCtx context.Context, pool string, c taskSourc
 			return
 		}
 		d, err := c.Next(takeCtx)
+		// The next task is stored: the held acks remove their tasks
+		// without emptying the stream (heldAcks).
+		w.acks.send()
 		if err != nil {
 			if takeCtx.Err() == nil {
 				w.log.Error("task consumer stopped", "pool", pool, "error", err)
