@@ -210,7 +210,14 @@ type Worker struct {
 	kill    context.CancelCauseFunc // cancels running tasks
 	wg      sync.WaitGroup
 	tasksWG sync.WaitGroup
-	stopped bool
+	// idle hands a task to a handler waiting for one; handlersStop,
+	// closed once no task is handed out any more, ends them.
+	idle         chan job
+	handlersStop chan struct{}
+	stopHandlers sync.Once
+	// handlersStarted counts the handlers started (tests).
+	handlersStarted atomic.Int64
+	stopped         bool
 
 	stopCancels func()
 
@@ -247,14 +254,16 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	w := &Worker{
-		debts:   owed,
-		metrics: m,
-		cfg:     cfg,
-		bus:     cfg.Bus,
-		log:     cfg.Logger.With("component", "worker", "worker", cfg.Name),
-		tracer:  cfg.TracerProvider.Tracer("github.com/manifold-run/manifold/worker"),
-		slots:   make(chan struct{}, cfg.Concurrency),
-		running: map[string]string{},
+		debts:        owed,
+		metrics:      m,
+		cfg:          cfg,
+		bus:          cfg.Bus,
+		log:          cfg.Logger.With("component", "worker", "worker", cfg.Name),
+		tracer:       cfg.TracerProvider.Tracer("github.com/manifold-run/manifold/worker"),
+		slots:        make(chan struct{}, cfg.Concurrency),
+		running:      map[string]string{},
+		idle:         make(chan job),
+		handlersStop: make(chan struct{}),
 	}
 	w.acks.log = w.log
 	if !cfg.DisableAssignments {
@@ -368,7 +377,8 @@ func (w *Worker) stop(hard bool) {
 		kill(errStopping)
 	}
 	w.wg.Wait()
-	w.tasksWG.Wait() // cancellations are still heard while draining
+	w.stopHandlers.Do(func() { close(w.handlersStop) }) // no task is handed out any more
+	w.tasksWG.Wait()                                    // cancellations are still heard while draining
 	w.acks.send()
 	w.stopCancels()
 	kill(errStopping)
@@ -413,10 +423,46 @@ func (w *Worker) take(takeCtx, killCtx context.Context, pool string, c taskSourc
 			_ = d.Nak(0) // stopping: let another worker have it now
 			return
 		}
-		w.tasksWG.Go(func() {
-			defer func() { <-w.slots }()
-			w.handle(killCtx, d)
-		})
+		select {
+		case w.idle <- job{ctx: killCtx, d: d}: // a handler waiting for work
+		default:
+			w.handlersStarted.Add(1)
+			w.tasksWG.Go(func() { w.handler(job{ctx: killCtx, d: d}) })
+		}
+	}
+}
+
+// job is a delivered task for a handler.
+type job struct {
+	ctx context.Context
+	d   *bus.Delivery
+}
+
+// handlerIdle is how long a handler that finished its task waits for the
+// next before it ends.
+const handlerIdle = time.Minute
+
+// handler handles j, then the tasks handed to it while it waits on
+// w.idle (at most handlerIdle each time): a task started on a fresh
+// goroutine grew its stack again each time (copied twice or three times
+// on its way into a resource's check: a tenth of a worker's CPU in a
+// chain of tasks). One is started only when none waits, so there are
+// about as many as slots (one may be ending its last task while another
+// starts); an idle one ends after handlerIdle.
+func (w *Worker) handler(j job) {
+	idle := time.NewTimer(handlerIdle)
+	defer idle.Stop()
+	for {
+		w.handle(j.ctx, j.d)
+		<-w.slots
+		idle.Reset(handlerIdle)
+		select {
+		case j = <-w.idle:
+		case <-idle.C:
+			return
+		case <-w.handlersStop:
+			return
+		}
 	}
 }
 
