@@ -97,11 +97,18 @@ type Config struct {
 	// Defaults to a fifth of Lease, at most a second: a run handed off by
 	// a stopping coordinator is resumed within it.
 	ScanInterval time.Duration
-	// FoldEventsGrace is how long after a fan-out ended the progress
-	// events of its folded child runs are purged (fold.go): a follower
-	// still reading the run tree's events gets them meanwhile. Defaults
-	// to 30s.
+	// FoldEventsGrace is how long after a fan-out ended, at the latest,
+	// the progress events of its folded child runs are purged (fold.go):
+	// a follower still reading the run tree's events gets them
+	// meanwhile. Defaults to 30s.
 	FoldEventsGrace time.Duration
+	// FoldEventsSettle is how long after a root fan-out ended its tree's
+	// events are kept whatever their readers; after it they are purged
+	// as soon as no consumer of the events stream has some of them left
+	// to be sent (looked at every FoldEventsSettle, at most every
+	// second), FoldEventsGrace at the latest. Defaults to 5s, at most
+	// FoldEventsGrace.
+	FoldEventsSettle time.Duration
 	// MaxReports bounds the reports store: past it the oldest reports are
 	// removed, with their runs' records (retention.go). Defaults to
 	// 50,000; negative: no bound.
@@ -133,6 +140,7 @@ func (cfg Config) WithDefaults() Config {
 	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
 	cfg.ScanInterval = cmp.Or(cfg.ScanInterval, min(cfg.Lease/5, time.Second))
 	cfg.FoldEventsGrace = cmp.Or(cfg.FoldEventsGrace, DefaultFoldEventsGrace)
+	cfg.FoldEventsSettle = min(cmp.Or(cfg.FoldEventsSettle, DefaultFoldEventsSettle), cfg.FoldEventsGrace)
 	cfg.MaxReports = cmp.Or(cfg.MaxReports, DefaultMaxReports)
 	cfg.ReportsMaxAge = cmp.Or(cfg.ReportsMaxAge, DefaultReportsMaxAge)
 	cfg.PruneInterval = cmp.Or(cfg.PruneInterval, time.Minute)

@@ -151,3 +151,67 @@ func TestReportsBoundedByCount(t *testing.T) {
 		require.Equal(t, coordinator.RunSucceeded, rep.Status)
 	}
 }
+
+// TestFoldedEventsWaitForFollowers: a folded fan-out's tree events are
+// purged once no follower has some left to be sent, FoldEventsSettle
+// after the fan-out's end, not at the end of the grace (a minute here);
+// a follower behind on them keeps them until it has been sent them all.
+func TestFoldedEventsWaitForFollowers(t *testing.T) {
+	t.Parallel()
+	const settle = 100 * time.Millisecond
+	tb := setup(t, setupOpts{noWorker: true, coord: coordinator.Config{FoldEventsGrace: time.Minute, FoldEventsSettle: settle}})
+	for _, name := range []string{"w1", "w2"} {
+		w, err := worker.New(worker.Config{Bus: bustest.Open(t, tb.srv, bus.Config{}), Registry: builtin.Registry(),
+			Name: name, Pools: []string{"web"}, Logger: testLogger(t), Facts: map[string]any{"name": name}})
+		require.NoError(t, err)
+		require.NoError(t, w.Start(t.Context()))
+		t.Cleanup(w.Kill)
+	}
+	manifest := fmt.Sprintf("resources:\n  - file:\n      - \"%s/{{ lookup('facts.name') }}.conf\":\n          content: x\n", t.TempDir())
+	ctx := t.Context()
+	events := func(runID string) int {
+		return len(subjects(t, ctx, tb.bus, bus.StreamEvents, bus.EventsOfRun(runID)))
+	}
+	fanOut := func() string {
+		runID := tb.submit(t, manifest, func(r *bus.RunRequest) { r.EachWorker, r.Pool = true, "web" })
+		rep, _ := tb.wait(t, runID)
+		require.Equal(t, coordinator.RunSucceeded, rep.Status, "%+v", rep)
+		require.NotZero(t, events(runID), "the tree's events are there when the fan-out ends")
+		return runID
+	}
+
+	// No follower: purged a settle after the end, not a minute.
+	runID := fanOut()
+	require.Eventually(t, func() bool { return events(runID) == 0 }, 20*time.Second, 10*time.Millisecond,
+		"the events of a fan-out nobody follows were not purged within 20 s (the grace is a minute)")
+
+	// A follower of every event, created before the fan-out, that reads
+	// nothing yet.
+	js, err := jetstream.New(tb.bus.Conn())
+	require.NoError(t, err)
+	s, err := js.Stream(ctx, bus.StreamEvents)
+	require.NoError(t, err)
+	follower, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, FilterSubject: "manifold.events.>"})
+	require.NoError(t, err)
+	runID = fanOut()
+	// Ten settles: the readers have been looked at several times, and
+	// the follower is still behind.
+	behind := time.NewTimer(10 * settle)
+	<-behind.C
+	require.NotZero(t, events(runID), "the events were purged while a follower had them left to read")
+	// It reads them all: they go.
+	for {
+		info, err := follower.Info(ctx)
+		require.NoError(t, err)
+		if info.NumPending == 0 {
+			break
+		}
+		batch, err := follower.Fetch(int(min(info.NumPending, 500)), jetstream.FetchMaxWait(5*time.Second))
+		require.NoError(t, err)
+		for range batch.Messages() {
+		}
+		require.NoError(t, batch.Error())
+	}
+	require.Eventually(t, func() bool { return events(runID) == 0 }, 20*time.Second, 10*time.Millisecond,
+		"the events were not purged once the follower had read them")
+}
