@@ -7,7 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// validate and render gather facts while the manifest is parsed; what
+// validate and render gather facts while the manifest is parsed (the
+// embedded apply gathers them first, and prints the same); what
 // they print is what they printed when facts came first: a facts error
 // alone (not the manifest's problems as well), else the manifest's
 // problems, and facts reach the templates.
@@ -21,7 +22,7 @@ func TestValidateGathersFactsWhileParsing(t *testing.T) {
 		"badfacts/facts.yaml": "a: [\n",
 	})
 	badFacts := filepath.Join(dir, "badfacts")
-	for _, cmd := range []string{"validate", "render"} {
+	for _, cmd := range []string{"validate", "render", "apply"} {
 		for _, m := range []string{"bad.yaml", "good.yaml", "absent.yaml"} {
 			r := run(t, cmd, "--facts-dir", badFacts, filepath.Join(dir, m))
 			require.Equal(t, ExitInvalid, r.code, "%s %s: %+v", cmd, m, r)

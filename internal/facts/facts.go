@@ -135,8 +135,8 @@ func network(ctx context.Context) map[string]any {
 		return out
 	}
 	out["interfaces"] = plain(ifaces, []any{})
-	dflt4 := defaultInterface(ctx, "udp4", "192.0.2.1:53")
-	dflt6 := defaultInterface(ctx, "udp6", "[2001:db8::1]:53")
+	dflt4 := defaultInterface(ctx, ifaces, "udp4", "192.0.2.1:53")
+	dflt6 := defaultInterface(ctx, ifaces, "udp6", "[2001:db8::1]:53")
 	addrs := []any{}
 	for _, i := range ifaces {
 		for _, a := range i.Addrs {
@@ -159,9 +159,12 @@ func network(ctx context.Context) map[string]any {
 	return out
 }
 
-// defaultInterface names the interface the kernel would route to addr
-// through. Connecting a UDP socket sends nothing.
-func defaultInterface(ctx context.Context, network, addr string) string {
+// defaultInterface names the interface of ifaces the kernel would route
+// to addr through. Connecting a UDP socket sends nothing. The interfaces
+// are those gopsutil read (net.Interfaces and each one's Addrs, as
+// "address/prefix"): reading them again took a netlink dump per
+// interface, twice.
+func defaultInterface(ctx context.Context, ifaces gnet.InterfaceStatList, network, addr string) string {
 	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 	if err != nil {
 		return ""
@@ -171,11 +174,9 @@ func defaultInterface(ctx context.Context, network, addr string) string {
 	if !ok {
 		return ""
 	}
-	ifaces, _ := net.Interfaces()
 	for _, iface := range ifaces {
-		addrs, _ := iface.Addrs()
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(local.IP) {
+		for _, a := range iface.Addrs {
+			if ip, _, err := net.ParseCIDR(a.Addr); err == nil && ip.Equal(local.IP) {
 				return iface.Name
 			}
 		}
