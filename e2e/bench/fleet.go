@@ -65,8 +65,8 @@ type FleetRow struct {
 	RunEnds []time.Duration
 	// ServerHeapKiB is the server's live heap (HeapAlloc after two
 	// forced collections: the second drops the buffers its pools kept
-	// through the first) after the runs HeapRuns names (1 = the first):
-	// the first, every heapEvery-th and the last.
+	// through the first), heapQuiet after the runs HeapRuns names (1 =
+	// the first): the first, every heapEvery-th and the last.
 	ServerHeapKiB []int64
 	HeapRuns      []int
 	// CoordCPU is the coordinator's CPU time (user + system) over each
@@ -159,9 +159,18 @@ func (r *FleetRow) MemoryLine() string {
 const fleetWarmup = 2*time.Minute + coordinator.DefaultFoldEventsGrace
 
 // heapEvery is how often (in runs) the server's live heap is sampled
-// besides after the first and the last run: each sample is two
-// collections of the server's heap, taken after the run's figures.
-const heapEvery = 5
+// besides after the first and the last run: each sample waits heapQuiet
+// after the run's figures, then takes two collections of the server's
+// heap.
+const heapEvery = 10
+
+// heapQuiet is how long the server is left alone before its heap is
+// sampled: past the file store's cache expiry (10 s), the message blocks
+// the run wrote or read (purges, the report fetch) no longer hold their
+// buffers (4 or 8 MB a block; 40-90 MB of a 1,000-host run's heap right
+// after it), so the sample is what the server keeps, not what it was
+// doing.
+const heapQuiet = 11 * time.Second
 
 // steady returns the samples taken fleetWarmup or more after the end of
 // the first run: s[i] was taken after run runs[i] (1 = the first), or
@@ -420,25 +429,7 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 	h.log.Info("fleet idle", "hosts", n, "window", cfg.FleetIdle, "server_cpu", row.IdleServerCPU, "hosts_cpu", row.IdleHostsCPU,
 		"coordinator_cpu", procCPU(c.coord.cmd.Process.Pid)-coord0)
 	runsStart := time.Now()
-	var runProfile chan struct{}
-	defer func() {
-		if runProfile != nil {
-			<-runProfile
-		}
-	}()
 	for i := range cfg.FleetRuns {
-		if i == 1 && cfg.FleetProfile != "" {
-			// The server's CPU over the second run alone (its start and
-			// idle are in the whole process's profile): for as long as
-			// the first run and its report fetch took, in whole seconds.
-			secs := int((row.Walls[0] + row.ReportWalls[0] + time.Second - 1) / time.Second)
-			runProfile = make(chan struct{})
-			go func() {
-				defer close(runProfile)
-				c.saveProfile(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", profPort, secs),
-					filepath.Join(cfg.FleetProfile, fmt.Sprintf("server-run2-%d.pprof", n)))
-			}()
-		}
 		cpu0, srv0, hosts0 := procCPU(c.coord.cmd.Process.Pid), procCPU(c.server.cmd.Process.Pid), c.hostsCPU()
 		r, err := c.fleetRun(ctx, m, n)
 		if err != nil {
@@ -465,11 +456,13 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 			}
 		}
 		if i == 0 || (i+1)%heapEvery == 0 || i == cfg.FleetRuns-1 {
-			// After the run's figures (and its profile): the collections
-			// cost the server CPU.
-			if runProfile != nil {
-				<-runProfile
-				runProfile = nil
+			// After the run's figures: the collections cost the server
+			// CPU.
+			select {
+			case <-time.After(heapQuiet):
+			case <-ctx.Done():
+				row.Err = ctx.Err()
+				return row
 			}
 			if kib, err := heapAlloc(ctx, profPort); err != nil {
 				h.log.Warn("fleet: server live heap", "error", err)
