@@ -93,10 +93,11 @@ var exit = func(code int) { pprof.StopCPUProfile(); os.Exit(code) }
 // that was about to be freed by the exit. Once the live heap passes
 // oneShotLiveHeap (a large manifest) GOGC=100 comes back. A soft memory
 // limit keeps the peak RSS of runs up to some 20,000 resources under
-// 200 MB (issue 21; docs/performance-compile.md, "Peak RSS"); it is
-// lifted once the live heap passes three quarters of it, since the collector
-// would then run without end (a 50,000-resource apply took 17 s instead
-// of 5). GOGC
+// 200 MB (issue 21; docs/performance-compile.md, "Peak RSS"); past three
+// quarters of it the limit follows the live heap with a third of it as
+// headroom (oneShotLimit), and past oneShotLiftAt it is lifted: a limit
+// the live heap reaches makes the collector run without end (a
+// 50,000-resource apply took 17 s instead of 5). GOGC
 // and GOMEMLIMIT set in the environment win; the daemons (server,
 // coordinator, worker) keep the defaults.
 func tuneGC(args []string) {
@@ -124,9 +125,10 @@ func tuneGC(args []string) {
 			debug.SetGCPercent(100)
 			gogc = false
 		}
-		if limit && live > oneShotMemoryLimit/4*3 {
-			debug.SetMemoryLimit(math.MaxInt64)
-			limit = false
+		if limit {
+			var next int64
+			next, limit = oneShotLimit(live)
+			debug.SetMemoryLimit(next)
 		}
 		return gogc || limit
 	})
@@ -154,7 +156,31 @@ const (
 	// (at two thirds, 100 MiB, the first apply lifted it and its heap
 	// doubled: 250 MB); 224 MiB let the heap reach 224 MiB.
 	oneShotMemoryLimit = 150 << 20
+	// oneShotLiftAt: a live heap past it is a manifest too large for
+	// 200 MB of RSS at any cost of collection: the limit is lifted and
+	// GOGC=100 alone decides.
+	oneShotLiftAt = 256 << 20
 )
+
+// oneShotLimit is the soft memory limit after a collection that left live
+// bytes of heap, and whether it is still tuned: oneShotMemoryLimit while
+// the live heap is under three quarters of it; then the live heap and a
+// third of it, so a collection comes every third of the live heap
+// allocated (GOGC=33) rather than the heap doubling (GOGC=100 after
+// oneShotLiveHeap): the first apply of e2e/bench's 20,000 files ends at
+// 115–119 MB live while it builds its report, and lifting the limit there
+// let its heap reach 232 MB (287 MiB of RSS); past oneShotLiftAt it is
+// lifted.
+func oneShotLimit(live uint64) (int64, bool) {
+	switch {
+	case live > oneShotLiftAt:
+		return math.MaxInt64, false
+	case live > oneShotMemoryLimit/4*3:
+		return int64(live + live/3), true
+	default:
+		return oneShotMemoryLimit, true
+	}
+}
 
 // profilePeakHeap writes the heap profile to path after each collection
 // whose live heap is 5 % above the highest one written so far. The profile
