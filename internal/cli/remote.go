@@ -75,8 +75,12 @@ func writeReport(w io.Writer, rep *coordinator.Report, indent bool) error {
 		return err
 	}
 	if indent {
+		// Indented, a report is 1.3-1.5 times its compact size (20,000
+		// resources: 5.3 MB -> 7.7 MB converged, 7.8 -> 10.4 MB first
+		// applied): twice leaves no growth, whose copy and clearing were
+		// 3 % of a converged 20,000-file apply's CPU.
 		var buf bytes.Buffer
-		buf.Grow(len(data) + len(data)/4 + 1)
+		buf.Grow(2*len(data) + 1)
 		if err := json.Indent(&buf, data, "", "  "); err != nil {
 			return err
 		}
