@@ -55,3 +55,26 @@ func TestHandlersAreReused(t *testing.T) {
 	w.Stop()
 	stopped = true
 }
+
+// TestHandlerCacheIsPerRun: the single tasks of one run handled one after
+// another share one directory cache and environment, up to
+// maxHandlerCacheTasks; a task of another run, or the limit, starts a new
+// one (the old one closed).
+func TestHandlerCacheIsPerRun(t *testing.T) {
+	t.Parallel()
+	var c handlerCache
+	defer c.close()
+	first, env := c.forTask("r1")
+	require.NotNil(t, first)
+	require.NotEmpty(t, env)
+	for range maxHandlerCacheTasks - 1 {
+		d, _ := c.forTask("r1")
+		require.Same(t, first, d, "a task of the same run")
+	}
+	d, _ := c.forTask("r1")
+	require.NotSame(t, first, d, "past maxHandlerCacheTasks")
+	other, _ := c.forTask("r2")
+	require.NotSame(t, d, other, "a task of another run")
+	c.close()
+	require.Nil(t, c.dirs)
+}

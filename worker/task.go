@@ -45,7 +45,11 @@ const publishPatience = 2 * time.Minute
 // delivery is answered from the record without executing. Consecutive
 // resources that form a batch (packages of one provider) are executed
 // together by executeBatch, then answered one by one as above.
-func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
+func (w *Worker) handle(ctx context.Context, d *bus.Delivery) { w.handleIn(ctx, d, nil) }
+
+// handleIn is handle for a handler that keeps a directory cache (nil: none)
+// across the tasks it handles one after another.
+func (w *Worker) handleIn(ctx context.Context, d *bus.Delivery, keep *handlerCache) {
 	var task bus.Task
 	if err := bus.DecodeTask(d.Data(), &task); err != nil {
 		w.log.Error("task dropped: unreadable", "subject", d.Subject(), "error", err)
@@ -76,7 +80,8 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	final := context.WithoutCancel(ctx)
 	stopProgress := w.progress(ctx, d)
 	defer stopProgress()
-	if len(task.Segment) > 0 {
+	switch {
+	case len(task.Segment) > 0:
 		// The resources of a segment open each parent directory once.
 		dirs := safefs.NewDirs()
 		defer dirs.Close()
@@ -84,6 +89,11 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		// And see one copy of the process environment (templates' Environ),
 		// not a copy each.
 		ctx = withEnviron(ctx, environ())
+	case keep != nil:
+		// Single tasks of one run handled one after another (a chain) share
+		// them as a segment's resources do.
+		dirs, env := keep.forTask(task.RunID)
+		ctx = withEnviron(safefs.WithDirs(ctx, dirs), env)
 	}
 
 	items := make([]bus.Task, 0, 1+len(task.Segment))
