@@ -106,7 +106,8 @@ type Config struct {
 	// events are kept whatever their readers; after it they are purged
 	// as soon as no consumer of the events stream has some of them left
 	// to be sent (looked at every FoldEventsSettle, at most every
-	// second), FoldEventsGrace at the latest. Defaults to 5s, at most
+	// second), FoldEventsGrace at the latest. Defaults to
+	// FoldEventsGrace (no earlier purge: fold.go says why); at most
 	// FoldEventsGrace.
 	FoldEventsSettle time.Duration
 	// MaxReports bounds the reports store: past it the oldest reports are

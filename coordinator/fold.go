@@ -36,10 +36,15 @@ import (
 // DefaultFoldEventsGrace is the default of Config.FoldEventsGrace.
 const DefaultFoldEventsGrace = 30 * time.Second
 
-// DefaultFoldEventsSettle is the default of Config.FoldEventsSettle: a
-// follower started right after its submission was answered (`manifold
-// run --follow`) has its consumer on the events stream by then.
-const DefaultFoldEventsSettle = 5 * time.Second
+// DefaultFoldEventsSettle is the default of Config.FoldEventsSettle:
+// the grace, so that by default a tree's events go 30 s after the
+// fan-out ended, as before. Settled at 5 s (a follower started right
+// after its submission was answered has its consumer by then), the purge
+// of a large tree's events came while its report was being fetched and
+// the fetch was slower: at 5,000 hosts 3.9-4.8 s with the purge at 30 s,
+// 4.5-12.9 s at 5 s; at 10,000 hosts 48-78 s (5.4 s at 30 s earlier
+// that day), cause not established (docs/fleet-scale.md).
+const DefaultFoldEventsSettle = DefaultFoldEventsGrace
 
 // foldStash holds, for each fan-out this coordinator drives, its run
 // secret and the reports of its children that ended here, until the

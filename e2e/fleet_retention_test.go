@@ -19,9 +19,9 @@ import (
 // every host's resources and ends (its consumer keeps the tree's events
 // while it reads them); after the fold `manifold status` answers for the
 // fan-out and for a child run from the fan-out's report, and `manifold
-// runs` lists the fan-out, not its children; nobody following, the
-// tree's events are purged a few seconds after the fan-out ended, well
-// before the 30 s grace, and the reports still answer.
+// runs` lists the fan-out, not its children; the tree's events are still
+// there for a follower that starts late (they go 30 s after the fan-out
+// ended: TestFoldedEventsWaitForFollowers covers when).
 func TestFleetRetention(t *testing.T) {
 	t.Parallel()
 	c := distStart(t)
@@ -113,18 +113,16 @@ func TestFleetRetention(t *testing.T) {
 		}
 	}
 
-	// Nobody follows now: the events go once the settle (5 s) is past,
-	// not at the end of the grace (30 s).
-	distEventually(t, 20*time.Second, "the fan-out's events purged", func() (bool, string) {
-		n := events()
-		return n == 0, fmt.Sprintf("%d subjects of the tree's events left", n)
-	})
-	if took := time.Since(ended); took >= 30*time.Second {
-		t.Errorf("the events were purged %s after the fan-out ended: not before the grace", took)
+	// A follower starting now still finds the tree's events (the grace
+	// is 30 s; the commands above took less, unless the machine is
+	// very loaded: then this check is skipped).
+	if time.Since(ended) < 20*time.Second {
+		if n := events(); n == 0 {
+			t.Errorf("the fan-out's events were purged %s after it ended, before the grace", time.Since(ended))
+		}
 	}
-	// The reports answer as before.
 	if got := children(); strings.Join(got, ",") != strings.Join(ids, ",") {
-		t.Errorf("children %v after the purge, want %v", got, ids)
+		t.Errorf("children %v read again, want %v", got, ids)
 	}
 	statusOfChild(ids[1])
 }
