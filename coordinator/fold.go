@@ -39,11 +39,12 @@ const DefaultFoldEventsGrace = 30 * time.Second
 // DefaultFoldEventsSettle is the default of Config.FoldEventsSettle:
 // the grace, so that by default a tree's events go 30 s after the
 // fan-out ended, as before. Settled at 5 s (a follower started right
-// after its submission was answered has its consumer by then), the purge
-// of a large tree's events came while its report was being fetched and
-// the fetch was slower: at 5,000 hosts 3.9-4.8 s with the purge at 30 s,
-// 4.5-12.9 s at 5 s; at 10,000 hosts 48-78 s (5.4 s at 30 s earlier
-// that day), cause not established (docs/fleet-scale.md).
+// after its submission was answered has its consumer by then) the
+// server's heap did not move, and the fetches of large fan-outs' reports
+// that followed were slow (at 10,000 hosts 48-78 s, 5.4 s earlier that
+// day); with the 30 s grace they were slow too at times (at 5,000 hosts
+// 2.5-11.5 s against 4.5-12.9 s), so the purge is not shown to be the
+// cause, but nothing is gained by the earlier one (docs/fleet-scale.md).
 const DefaultFoldEventsSettle = DefaultFoldEventsGrace
 
 // foldStash holds, for each fan-out this coordinator drives, its run
