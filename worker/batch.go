@@ -69,7 +69,7 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 			break // answered from its record, not executed
 		}
 		log := w.itemLog(item, d)
-		res, env, early := w.prepareIn(item, workDir, log, environOf(ctx))
+		res, env, early := w.prepareIn(item, workDir, log, environOf(ctx), segmentScopeOf(ctx))
 		if early != nil {
 			break
 		}

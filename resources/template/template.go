@@ -84,6 +84,21 @@ func (s Scope) Reusable() Scope {
 	return s
 }
 
+// Rearm readies s, a scope Reusable made, for one more evaluation once the
+// last one has ended: its budget starts again (the deadline RenderTimeout
+// from now, or Deadline; no nesting, no error), while its environment and
+// the values it remembers are kept. A worker renders the resources of a
+// segment so: one environment and one evaluation of each expression for
+// the segment, each resource with a budget of its own. Evaluations through
+// one reusable scope must not overlap. A scope Reusable did not make is
+// returned as it is.
+func (s Scope) Rearm() Scope {
+	if s.reused() && s.reuse.memoize {
+		*s.budget = *newBudget(s.Deadline)
+	}
+	return s
+}
+
 // once returns s (bounded) with an environment made at most once for the
 // evaluation under way (a RenderValue over many strings), at its first
 // template; s itself when it already has one.
