@@ -168,14 +168,15 @@ func (b *Bus) PurgeEvents(ctx context.Context, rootRunID, runID string) error {
 const pruneStep = 256
 
 // PruneReports removes the oldest stored reports, by subject (no marker
-// left), while the store holds more than maxReports (0: no bound) or its
-// oldest message is older than maxAge (0: no bound). Reports go oldest
-// first, as stored: a report's chunks, then its description; removed is
-// called with the run ID of each report whose description goes. It
-// returns how many reports were removed; it stops after pruneStep
-// subjects (the next call goes on).
-func (b *Bus) PruneReports(ctx context.Context, maxReports int, maxAge time.Duration, removed func(runID string)) (int, error) {
-	if maxReports <= 0 && maxAge <= 0 {
+// left), while the store holds more than maxReports (0: no bound), its
+// oldest message is older than maxAge (0: no bound) or it holds more than
+// maxBytes (0: no bound; the bytes bound never removes the last report
+// left). Reports go oldest first, as stored: a report's chunks, then its
+// description; removed is called with the run ID of each report whose
+// description goes. It returns how many reports were removed; it stops
+// after pruneStep subjects (the next call goes on).
+func (b *Bus) PruneReports(ctx context.Context, maxReports int, maxAge time.Duration, maxBytes int64, removed func(runID string)) (int, error) {
+	if maxReports <= 0 && maxAge <= 0 && maxBytes <= 0 {
 		return 0, nil
 	}
 	stream := "OBJ_" + BucketReports
@@ -185,16 +186,23 @@ func (b *Bus) PruneReports(ctx context.Context, maxReports int, maxAge time.Dura
 	}
 	meta := "$O." + BucketReports + ".M."
 	n := 0
+	// partial: a report's chunks went, its description (the next
+	// message) goes too, whatever the bounds say now.
+	partial := false
 	for range pruneStep {
 		info, err := s.Info(ctx)
 		if err != nil {
 			return n, fmt.Errorf("bus: prune reports: %w", err)
 		}
 		st := info.State
+		if st.Msgs == 0 {
+			return n, nil
+		}
 		// A report is two subjects: its chunks' and its description's.
 		over := maxReports > 0 && (st.NumSubjects+1)/2 > uint64(maxReports)
 		old := maxAge > 0 && st.Msgs > 0 && time.Since(st.FirstTime) > maxAge
-		if !over && !old {
+		big := maxBytes > 0 && st.Bytes > uint64(maxBytes) && st.NumSubjects > 2
+		if !over && !old && !big && !partial {
 			return n, nil
 		}
 		msg, err := s.GetMsg(ctx, st.FirstSeq)
@@ -206,7 +214,9 @@ func (b *Bus) PruneReports(ctx context.Context, maxReports int, maxAge time.Dura
 		if err := b.purgeSubject(ctx, stream, msg.Subject); err != nil {
 			return n, err
 		}
-		if enc, ok := strings.CutPrefix(msg.Subject, meta); ok {
+		enc, isMeta := strings.CutPrefix(msg.Subject, meta)
+		partial = !isMeta
+		if isMeta {
 			if name, err := base64.URLEncoding.DecodeString(enc); err == nil && removed != nil {
 				removed(string(name))
 			}

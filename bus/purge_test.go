@@ -80,11 +80,11 @@ func TestPruneReports(t *testing.T) {
 	var removed []string
 	collect := func(id string) { removed = append(removed, id) }
 
-	n, err := b.PruneReports(ctx, 5, 0, collect)
+	n, err := b.PruneReports(ctx, 5, 0, 0, collect)
 	require.NoError(t, err)
 	require.Zero(t, n, "at the limit: nothing removed")
 
-	n, err = b.PruneReports(ctx, 3, 0, collect)
+	n, err = b.PruneReports(ctx, 3, 0, 0, collect)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	require.Equal(t, ids[:2], removed, "the oldest first")
@@ -101,9 +101,52 @@ func TestPruneReports(t *testing.T) {
 	require.Equal(t, 3, streamSubjects(t, ctx, b, obj, "$O."+bus.BucketReports+".C.>"), "no chunk of a removed report is left")
 
 	// Every message is older than a nanosecond: all go.
-	n, err = b.PruneReports(ctx, 0, time.Nanosecond, collect)
+	n, err = b.PruneReports(ctx, 0, time.Nanosecond, 0, collect)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	require.Equal(t, ids, removed)
 	require.Zero(t, streamSubjects(t, ctx, b, obj, ">"))
+}
+
+// Reports are bounded by size: the oldest go until the store holds at most
+// the bound, and the bytes bound never removes the last report left.
+func TestPruneReportsBySize(t *testing.T) {
+	_, b := bustest.Start(t, bus.Config{})
+	ctx := ctxT(t)
+	var ids []string
+	for i := range 4 {
+		id := "run-" + string(rune('a'+i))
+		ids = append(ids, id)
+		require.NoError(t, b.PutReport(ctx, id, bytes.Repeat([]byte{byte(i)}, 200<<10)))
+	}
+	var removed []string
+	collect := func(id string) { removed = append(removed, id) }
+
+	n, err := b.PruneReports(ctx, 0, 0, 1<<20, collect)
+	require.NoError(t, err)
+	require.Zero(t, n, "800 KiB of reports under 1 MiB: nothing removed")
+
+	// 500 KiB: two reports of 200 KiB and their descriptions fit, not three.
+	n, err = b.PruneReports(ctx, 0, 0, 500<<10, collect)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Equal(t, ids[:2], removed, "the oldest first")
+	for _, id := range ids[2:] {
+		got, err := b.GetReport(ctx, id)
+		require.NoError(t, err)
+		require.Len(t, got, 200<<10)
+	}
+	// Whole reports go: the chunks under the bound, their description too.
+	obj := "OBJ_" + bus.BucketReports
+	require.Equal(t, 2, streamSubjects(t, ctx, b, obj, "$O."+bus.BucketReports+".C.>"))
+	require.Equal(t, 2, streamSubjects(t, ctx, b, obj, "$O."+bus.BucketReports+".M.>"))
+
+	// A bound smaller than one report: the newest stays.
+	n, err = b.PruneReports(ctx, 0, 0, 1, collect)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, ids[:3], removed)
+	got, err := b.GetReport(ctx, ids[3])
+	require.NoError(t, err)
+	require.Len(t, got, 200<<10)
 }

@@ -117,6 +117,10 @@ type Config struct {
 	// ReportsMaxAge removes the reports (and run records) older than it.
 	// Defaults to 30 days; negative: no bound.
 	ReportsMaxAge time.Duration
+	// ReportsMaxBytes bounds the reports store's size: past it the
+	// oldest reports (and their run records) are removed, the last one
+	// left never. Defaults to 10 GiB; negative: no bound.
+	ReportsMaxBytes int64
 	// PruneInterval is how often, at most, the reports store is pruned
 	// to those bounds, after a root run ended (the first time a
 	// PruneInterval after Start: a one-run embedded engine never prunes).
@@ -144,6 +148,7 @@ func (cfg Config) WithDefaults() Config {
 	cfg.FoldEventsSettle = min(cmp.Or(cfg.FoldEventsSettle, DefaultFoldEventsSettle), cfg.FoldEventsGrace)
 	cfg.MaxReports = cmp.Or(cfg.MaxReports, DefaultMaxReports)
 	cfg.ReportsMaxAge = cmp.Or(cfg.ReportsMaxAge, DefaultReportsMaxAge)
+	cfg.ReportsMaxBytes = cmp.Or(cfg.ReportsMaxBytes, DefaultReportsMaxBytes)
 	cfg.PruneInterval = cmp.Or(cfg.PruneInterval, time.Minute)
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()

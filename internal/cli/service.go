@@ -129,6 +129,8 @@ func runCoordinator(ctx context.Context, st IO, args []string) int {
 	fs.IntVar(&replicas, "replicas", 1, "replicas of manifold's streams and buckets (3 in a 3-node cluster)")
 	fs.IntVar(&cfg.MaxReports, "max-reports", coordinator.DefaultMaxReports, "reports of finished runs kept, each with its run record; past it the oldest are removed (a fan-out counts one); 0: no bound")
 	fs.DurationVar(&cfg.ReportsMaxAge, "reports-max-age", coordinator.DefaultReportsMaxAge, "reports of finished runs, and their run records, older than this are removed; 0: kept for ever")
+	reportsMaxBytes := byteSize(coordinator.DefaultReportsMaxBytes)
+	fs.Var(&reportsMaxBytes, "reports-max-bytes", "size of the stored reports past which the oldest are removed with their run records, the last one never (bytes, or with a unit: 500MB, 10GiB); 0: no bound")
 	if code, ok := parseNone(fs, st, "coordinator", args); !ok {
 		return code
 	}
@@ -142,6 +144,9 @@ func runCoordinator(ctx context.Context, st IO, args []string) int {
 	}
 	if cfg.ReportsMaxAge == 0 {
 		cfg.ReportsMaxAge = -1
+	}
+	if cfg.ReportsMaxBytes = int64(reportsMaxBytes); cfg.ReportsMaxBytes == 0 {
+		cfg.ReportsMaxBytes = -1
 	}
 	if cfg.MaxDepth < 0 || cfg.TaskTimeout < 0 || replicas < 1 || cfg.MaxTreeRuns < 1 || cfg.MaxDepthLimit < 1 || cfg.MaxTreeRunsLimit < 1 || cfg.MaxTreeLiveRuns < 1 {
 		fmt.Fprintln(st.Stderr, "manifold coordinator: --max-depth and --task-timeout must not be negative, --replicas, --max-tree-runs, --max-depth-limit, --max-tree-runs-limit and --max-tree-live-runs at least 1")
