@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -320,5 +322,47 @@ func TestParseHeapAlloc(t *testing.T) {
 	}
 	if _, err := parseHeapAlloc([]byte("# Alloc = 1\n")); err == nil {
 		t.Error("a profile without HeapAlloc: want an error")
+	}
+}
+
+// TestCheckFleetReport: a fleet run's report is checked whole under the
+// output the harness keeps (maxOutput) and by its head at it (a
+// 10,000-host report is past it), where a failed run is still caught.
+func TestCheckFleetReport(t *testing.T) {
+	// report is an indented fan-out report of hosts child runs, with a
+	// message of pad bytes, cut at cut bytes (0: not cut).
+	report := func(status string, hosts, pad, cut int) []byte {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "{\n  \"run_id\": \"r\",\n  \"status\": %q,\n  \"post_message\": \"%s\",\n  \"resources\": [", status, strings.Repeat("x", pad))
+		for i := range hosts {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, "\n    {\"ref\": \"apply#host-%05d\", \"status\": \"stable\"}", i)
+		}
+		b.WriteString("\n  ]\n}\n")
+		if cut > 0 {
+			return b.Bytes()[:cut]
+		}
+		return b.Bytes()
+	}
+	for _, c := range []struct {
+		name  string
+		out   []byte
+		whole bool
+		fails bool
+	}{
+		{"every host", report("succeeded", 3, 0, 0), true, false},
+		{"a host short", report("succeeded", 2, 0, 0), true, true},
+		{"failed", report("failed", 3, 0, 0), true, true},
+		{"empty", nil, true, true},
+		{"one byte under the limit", report("succeeded", 3, maxOutput-300, maxOutput-1), true, true},
+		{"at the limit", report("succeeded", 3, maxOutput, maxOutput), false, false},
+		{"at the limit, failed", report("failed", 3, maxOutput, maxOutput), false, true},
+	} {
+		whole, err := checkFleetReport(c.out, "r", 3)
+		if whole != c.whole || (err != nil) != c.fails {
+			t.Errorf("%s (%d bytes): whole %v, error %v; want whole %v, failing %v", c.name, len(c.out), whole, err, c.whole, c.fails)
+		}
 	}
 }
