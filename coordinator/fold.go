@@ -43,8 +43,10 @@ const DefaultFoldEventsGrace = 30 * time.Second
 // server's heap did not move, and the fetches of large fan-outs' reports
 // that followed were slow (at 10,000 hosts 48-78 s, 5.4 s earlier that
 // day); with the 30 s grace they were slow too at times (at 5,000 hosts
-// 2.5-11.5 s against 4.5-12.9 s), so the purge is not shown to be the
-// cause, but nothing is gained by the earlier one (docs/fleet-scale.md).
+// 2.5-11.5 s against 4.5-12.9 s). The purge was not the cause (the
+// client's report decoder was, quadratic in the hosts: report_codec.go,
+// readReport), but nothing is gained by the earlier one
+// (docs/fleet-scale.md).
 const DefaultFoldEventsSettle = DefaultFoldEventsGrace
 
 // foldStash holds, for each fan-out this coordinator drives, its run
