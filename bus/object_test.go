@@ -87,3 +87,19 @@ func TestLargeTaskTravelsByReference(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, got, same)
 }
+
+// BenchmarkGetReport reads a stored report of a 10,000-host fan-out's
+// size (60 MB compact: some 470 chunks, each a direct get's round trip).
+func BenchmarkGetReport(b *testing.B) {
+	_, bb := bustest.Start(b, bus.Config{})
+	ctx := b.Context()
+	report := bytes.Repeat([]byte("0123456789abcdef"), 60<<20/16)
+	require.NoError(b, bb.PutReport(ctx, "run-1", report))
+	b.SetBytes(int64(len(report)))
+	for b.Loop() {
+		got, err := bb.GetReport(ctx, "run-1")
+		if err != nil || len(got) != len(report) {
+			b.Fatalf("read %d bytes of %d: %v", len(got), len(report), err)
+		}
+	}
+}
