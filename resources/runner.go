@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -51,27 +52,30 @@ func (OSRunner) Run(ctx context.Context, c Command) (CommandResult, error) {
 		return CommandResult{ExitCode: -1}, fmt.Errorf("run %s: %w", c.Argv[0], err)
 	}
 
-	cmd := exec.CommandContext(ctx, prog, c.Argv[1:]...)
-	cmd.Args = c.Argv
-	cmd.Dir = c.Dir
-	cmd.Env = env
-	cmd.Stdin = c.Stdin
 	stdout := &tailBuffer{max: MaxCommandOutput}
 	stderr := &tailBuffer{max: MaxCommandOutput}
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		// The process is its group's leader: -pid addresses the group.
-		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		if errors.Is(err, syscall.ESRCH) {
-			return os.ErrProcessDone
+	newCmd := func() *exec.Cmd {
+		cmd := exec.CommandContext(ctx, prog, c.Argv[1:]...)
+		cmd.Args = c.Argv
+		cmd.Dir = c.Dir
+		cmd.Env = env
+		cmd.Stdin = c.Stdin
+		cmd.Stdout = stdout
+		cmd.Stderr = stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error {
+			// The process is its group's leader: -pid addresses the group.
+			err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			if errors.Is(err, syscall.ESRCH) {
+				return os.ErrProcessDone
+			}
+			return err
 		}
-		return err
+		cmd.WaitDelay = commandWaitDelay
+		return cmd
 	}
-	cmd.WaitDelay = commandWaitDelay
-
-	if err := cmd.Start(); err != nil {
+	cmd, err := startRetryingBusy(ctx, newCmd)
+	if err != nil {
 		return CommandResult{ExitCode: -1}, fmt.Errorf("run %s: %w", c.Argv[0], err)
 	}
 	reaperNote('+', cmd.Process.Pid)
@@ -93,6 +97,42 @@ func (OSRunner) Run(ctx context.Context, c Command) (CommandResult, error) {
 		return res, nil
 	default:
 		return res, fmt.Errorf("run %s: %w", c.Argv[0], waitErr)
+	}
+}
+
+// Text file busy: a program just written (a file resource's script, run by
+// an exec resource next) cannot be executed while some process holds it
+// open for writing, and every process forked meanwhile by any goroutine of
+// this one holds it, from its fork to its exec (the descriptor is closed
+// on exec, not before): with resources run concurrently, a worker's other
+// commands make such windows. The start is tried again, the command not
+// having run: maxBusyStarts times at most, 1 ms apart doubling to 64 ms
+// (some 0.25 s in all), then the error is the command's.
+const maxBusyStarts = 9
+
+// busyStarts counts the starts tried again (tests).
+var busyStarts atomic.Int64
+
+// startRetryingBusy starts the command newCmd makes, making and starting
+// another while the start fails with ETXTBSY (see maxBusyStarts) and ctx
+// lasts.
+func startRetryingBusy(ctx context.Context, newCmd func() *exec.Cmd) (*exec.Cmd, error) {
+	delay := time.Millisecond
+	for attempt := 1; ; attempt++ {
+		cmd := newCmd()
+		err := cmd.Start()
+		if err == nil || !errors.Is(err, syscall.ETXTBSY) || attempt == maxBusyStarts {
+			return cmd, err
+		}
+		busyStarts.Add(1)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		delay = min(2*delay, 64*time.Millisecond)
 	}
 }
 

@@ -269,3 +269,65 @@ func TestLoadReplayErrors(t *testing.T) {
 		t.Error("LoadReplay(missing): want an error")
 	}
 }
+
+// busyScript writes an executable script into a new directory and returns
+// its path with its file still open for writing, as a process forked
+// while it was written would hold it: starting it fails with "text file
+// busy" until the file is closed.
+func busyScript(t *testing.T) (string, *os.File) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "greet")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if _, err := f.WriteString("#!/bin/sh\necho hello\n"); err != nil {
+		t.Fatal(err)
+	}
+	return path, f
+}
+
+// A program busy when started (open for writing somewhere) is started
+// again once it is not: the command runs, its output is there.
+func TestRunStartsAgainWhileTextFileBusy(t *testing.T) {
+	path, f := busyScript(t)
+	before := busyStarts.Load()
+	type result struct {
+		res CommandResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := OSRunner{}.Run(t.Context(), Command{Argv: []string{path}})
+		done <- result{res, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for busyStarts.Load() == before { // wait for the first busy start
+		if time.Now().After(deadline) {
+			t.Fatal("no start was found busy")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.res.ExitCode != 0 || string(r.res.Stdout) != "hello\n" {
+		t.Fatalf("Run = %+v, %v; want hello and exit 0", r.res, r.err)
+	}
+}
+
+// A program busy at every start fails after maxBusyStarts starts with the
+// start's error.
+func TestRunGivesUpOnTextFileBusy(t *testing.T) {
+	path, _ := busyScript(t)
+	before := busyStarts.Load()
+	_, err := OSRunner{}.Run(t.Context(), Command{Argv: []string{path}})
+	if !errors.Is(err, syscall.ETXTBSY) {
+		t.Fatalf("Run: %v, want text file busy", err)
+	}
+	if got := busyStarts.Load() - before; got != maxBusyStarts-1 {
+		t.Fatalf("started again %d times, want %d", got, maxBusyStarts-1)
+	}
+}
