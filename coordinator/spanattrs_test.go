@@ -1,56 +1,18 @@
 package coordinator_test
 
 import (
-	"context"
 	"fmt"
-	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/embedded"
-	nooptrace "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
 	"github.com/manifold-run/manifold/internal/bustest"
+	"github.com/manifold-run/manifold/internal/tracetest"
 	"github.com/manifold-run/manifold/resources/builtin"
 	"github.com/manifold-run/manifold/worker"
 )
-
-// attrCounter is a tracer provider whose spans record nothing (as with no
-// exporter) and count the attributes given to the resource spans.
-type attrCounter struct {
-	embedded.TracerProvider
-	spans, attrs atomic.Int64
-}
-
-func (p *attrCounter) Tracer(string, ...trace.TracerOption) trace.Tracer { return counterTracer{p: p} }
-
-type counterTracer struct {
-	embedded.Tracer
-	p *attrCounter
-}
-
-func (t counterTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	ctx, s := nooptrace.NewTracerProvider().Tracer("").Start(ctx, name)
-	if !strings.HasPrefix(name, "resource ") {
-		return ctx, s
-	}
-	t.p.spans.Add(1)
-	cfg := trace.NewSpanStartConfig(opts...)
-	t.p.attrs.Add(int64(len(cfg.Attributes())))
-	return ctx, counterSpan{Span: s, p: t.p}
-}
-
-type counterSpan struct {
-	trace.Span
-	p *attrCounter
-}
-
-func (s counterSpan) SetAttributes(kv ...attribute.KeyValue) { s.p.attrs.Add(int64(len(kv))) }
 
 // TestUnrecordedResourceSpansGetNoAttributes: the coordinator's span of a
 // resource that records nothing is given no attributes (6 per resource
@@ -59,7 +21,7 @@ func (s counterSpan) SetAttributes(kv ...attribute.KeyValue) { s.p.attrs.Add(int
 func TestUnrecordedResourceSpansGetNoAttributes(t *testing.T) {
 	t.Parallel()
 	_, b := bustest.Start(t, bus.Config{})
-	p := &attrCounter{}
+	p := &tracetest.AttrCounter{Prefix: "resource "}
 	c, err := coordinator.New(coordinator.Config{Bus: b, Logger: testLogger(t), TracerProvider: p, Name: "coord-test"})
 	require.NoError(t, err)
 	require.NoError(t, c.Start(t.Context()))
@@ -78,6 +40,6 @@ func TestUnrecordedResourceSpansGetNoAttributes(t *testing.T) {
 	}
 	rep := tb.run(t, m)
 	require.Equal(t, n, rep.Counts.Changed)
-	require.Equal(t, int64(n), p.spans.Load(), "one resource span per resource")
-	require.Zero(t, p.attrs.Load(), "attributes given to spans that record nothing")
+	require.Equal(t, int64(n), p.Spans(), "one resource span per resource")
+	require.Zero(t, p.Attrs(), "attributes given to spans that record nothing")
 }
