@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/manifold-run/manifold/schemas"
 )
 
@@ -346,4 +348,15 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
 	}
+}
+
+// The harness measures the binary users run: built as deploy/Dockerfile
+// builds the image's (static, stripped).
+func TestHarnessBuildsAsTheImage(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "Dockerfile"))
+	require.NoError(t, err)
+	dockerfile := strings.Join(strings.Fields(strings.ReplaceAll(string(b), "\\\n", " ")), " ")
+	require.Equal(t, []string{"CGO_ENABLED=0"}, releaseBuildEnv)
+	require.Equal(t, `-trimpath -ldflags "-s -w"`, releaseBuildCommandFlags())
+	require.Contains(t, dockerfile, `CGO_ENABLED=0 go build -trimpath -ldflags "-s -w `)
 }

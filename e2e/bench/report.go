@@ -76,6 +76,8 @@ func (r *Results) Markdown(w io.Writer) {
 	p("| CPUs | %d (%s) |\n| memory | %s |\n| kernel | %s |\n| Go | %s |\n| load average at start | %s |\n| harness time | %s |\n\n",
 		m.CPUs, m.CPUModel, m.MemTotal, m.Kernel, m.Go, m.LoadAvg, r.Took.Round(time.Second))
 	p("Command:\n\n```sh\n%s\n```\n\n", r.Config.Command)
+	p("manifold: built as deploy/Dockerfile builds the image's binary, `%s go build %s`.\n\n",
+		strings.Join(releaseBuildEnv, " "), releaseBuildCommandFlags())
 	if r.Config.CCM != "" {
 		p("CCM: `%s`, whose `--version` prints `%s`.\n\n", r.Config.CCM, r.CCMVersion)
 	}

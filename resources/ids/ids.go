@@ -2,7 +2,8 @@
 // to numeric ids, as file, document and archive resources need them.
 //
 // Name lookups go through the system's user and group databases (NSS), a
-// cgo call each; a run of thousands of files owned by one user asks the
+// cgo call each (a static build reads /etc/passwd and /etc/group and asks
+// getent(1) for names they do not hold: nss.go); a run of thousands of files owned by one user asks the
 // same question thousands of times. Answers are kept while /etc/passwd
 // (for users) or /etc/group (for groups) is unchanged: a user or group
 // resource that adds or changes an account rewrites that file, and the
@@ -107,20 +108,20 @@ func (p stamper) stamp() (stamp, bool) {
 }
 
 var (
-	users = &cache{file: &passwdFile, lookup: func(n string) (string, error) {
+	users = &cache{file: &passwdFile, lookup: withNSS("passwd", func(n string) (string, error) {
 		u, err := user.Lookup(n)
 		if err != nil {
 			return "", err
 		}
 		return u.Uid, nil
-	}}
-	groups = &cache{file: &groupFile, lookup: func(n string) (string, error) {
+	})}
+	groups = &cache{file: &groupFile, lookup: withNSS("group", func(n string) (string, error) {
 		g, err := user.LookupGroup(n)
 		if err != nil {
 			return "", err
 		}
 		return g.Gid, nil
-	}}
+	})}
 )
 
 // stamp identifies a version of a database file.
@@ -158,7 +159,22 @@ type cache struct {
 	mu    sync.Mutex
 	stamp stamp
 	ids   map[string]int
+	// missing holds names the database did not know, with their error,
+	// for missTTL: a noop run of thousands of files owned by an account
+	// that the run would create asks once (a static build's getent is a
+	// process each), and an account added elsewhere (NSS) is seen soon.
+	missing map[string]miss
 }
+
+// miss is an unknown name's answer and until when it holds.
+type miss struct {
+	err   error
+	until time.Time
+}
+
+// missTTL is how long an unknown name stays unknown without asking again
+// while the database file is unchanged.
+const missTTL = 10 * time.Second
 
 func (c *cache) resolve(s, what string) (int, error) {
 	return c.resolveIn(stamper{c: c}, s, what)
@@ -198,15 +214,29 @@ func (c *cache) resolveIn(p stamper, s, what string) (int, error) {
 	st, stable := p.stamp()
 	c.mu.Lock()
 	if !stable || st != c.stamp {
-		c.ids, c.stamp = nil, st
+		c.ids, c.missing, c.stamp = nil, nil, st
 	}
 	id, ok := c.ids[s]
+	m, missed := c.missing[s]
 	c.mu.Unlock()
 	if ok {
 		return id, nil
 	}
+	if missed && time.Now().Before(m.until) {
+		return 0, fmt.Errorf("%s %q: %w", what, s, m.err)
+	}
 	idStr, err := c.lookup(s)
 	if err != nil {
+		if stable && unknownName(err) {
+			c.mu.Lock()
+			if c.stamp == st {
+				if c.missing == nil {
+					c.missing = map[string]miss{}
+				}
+				c.missing[s] = miss{err: err, until: time.Now().Add(missTTL)}
+			}
+			c.mu.Unlock()
+		}
 		return 0, fmt.Errorf("%s %q: %w", what, s, err)
 	}
 	if id, err = strconv.Atoi(idStr); err != nil {
