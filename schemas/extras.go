@@ -127,7 +127,7 @@ func ParseResources(m *Manifest, filename string, src []byte) ([]Resource, error
 	if len(m.Defaults) > 0 {
 		p.defaults = map[string][]field{}
 		for _, typ := range slices.Sorted(maps.Keys(m.Defaults)) {
-			def, ok := p.s.types[typ]
+			def, ok := p.s.def(typ)
 			if !ok {
 				continue // reported when the manifest was parsed
 			}

@@ -121,8 +121,7 @@ func (p *loader) streamedCount() int {
 
 // blockType implements itemSink.
 func (p *loader) blockType(key string) bool {
-	_, ok := p.s.types[key]
-	return ok
+	return p.s.isType(key)
 }
 
 // item implements itemSink: blockSub, one item at a time.
@@ -133,7 +132,8 @@ func (p *loader) item(seq *ynode, ccm bool, entry int, typ string, j, left int, 
 		if ccm {
 			list = "ccm.resources"
 		}
-		b = &streamedBlock{seq: seq, typ: typ, def: p.s.types[typ], path: join(list+"["+strconv.Itoa(entry)+"]", typ), defaults: p.defaults[typ],
+		def, _ := p.s.def(typ)
+		b = &streamedBlock{seq: seq, typ: typ, def: def, path: join(list+"["+strconv.Itoa(entry)+"]", typ), defaults: p.defaults[typ],
 			out: make([]Resource, 0, left)}
 		if p.streams == nil {
 			p.streams = map[*ynode]*streamedBlock{}
@@ -258,7 +258,7 @@ func (p *loader) resourcesSub(entries []*ynode, path string) []Resource {
 		}
 		if t := e.get("type"); t != nil {
 			typ, ok := t.val.(string)
-			def, known := p.s.types[typ]
+			def, known := p.s.def(typ)
 			if t.kind != yscalar || !ok || !known {
 				p.bail = true
 				return nil
@@ -273,7 +273,7 @@ func (p *loader) resourcesSub(entries []*ynode, path string) []Resource {
 			return nil
 		}
 		typ := e.keys[0].val.(string)
-		def, known := p.s.types[typ]
+		def, known := p.s.def(typ)
 		if !known {
 			p.bail = true
 			return nil

@@ -31,7 +31,7 @@ func TypeFields(typ string) ([]Field, error) {
 	if err != nil {
 		return nil, err
 	}
-	def, ok := s.types[typ]
+	def, ok := s.def(typ)
 	if !ok {
 		return nil, fmt.Errorf("schemas: unknown resource type %q", typ)
 	}

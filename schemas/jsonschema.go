@@ -54,7 +54,11 @@ func JSONSchema() ([]byte, error) {
 	}
 	typeRefs := map[string]string{}
 	for _, t := range s.typeNames() {
-		root, err := gen(s.types[t])
+		def, ok := s.def(t)
+		if !ok {
+			return nil, fmt.Errorf("schemas: json schema of %s: %w", t, s.failed[t])
+		}
+		root, err := gen(def)
 		if err != nil {
 			return nil, fmt.Errorf("schemas: json schema of %s: %w", t, err)
 		}

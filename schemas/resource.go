@@ -110,7 +110,7 @@ func (p *loader) resources(list cue.Value, entries []entry, path string) []Resou
 // typeDef returns the definition of the type named by f's label, reporting
 // an unknown type.
 func (p *loader) typeDef(f field, path string) (cue.Value, bool) {
-	def, ok := p.s.types[f.label]
+	def, ok := p.s.def(f.label)
 	if !ok {
 		names := p.s.typeNames()
 		p.errs.addf(f.pos, path, "unknown resource type %q%s; known types: %s",
@@ -271,7 +271,7 @@ func (p *loader) validate(typ string, def, props cue.Value, path string, pos Pos
 			}
 		}
 	}
-	for _, group := range p.s.exclusive[typ] {
+	for _, group := range p.s.exclusiveOf(typ) {
 		var set []string
 		for _, label := range group {
 			if u.LookupPath(cue.MakePath(cue.Str(label))).Exists() {
