@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -215,12 +216,21 @@ var errEngineAbandoned = errors.New("embedded engine: abandoned")
 func startEmbeddedAsync(ctx context.Context, o embeddedOpts) *startingEngine {
 	s := &startingEngine{facts: make(chan map[string]any, 1), done: make(chan startedEngine, 1)}
 	o.WorkerFacts = s.facts
+	go warmServerIdentity()
 	go func() {
 		e, err := startEmbedded(ctx, o)
 		s.done <- startedEngine{e, err}
 	}()
 	return s
 }
+
+// warmServerIdentity computes, beside the engine's first steps (removing
+// abandoned stores, making its own), what the NATS server's start would
+// otherwise compute on the engine's path: every server makes an ed25519
+// identity key (nkeys.CreateServer), and the first ed25519 key of a
+// process builds the curve's base point table, 1.1 ms here (the key made
+// here is thrown away).
+func warmServerIdentity() { _, _, _ = ed25519.GenerateKey(nil) }
 
 // startWorker hands over this host's facts: the worker starts with them
 // once the server and the coordinator are up. Called once.
