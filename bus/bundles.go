@@ -264,15 +264,18 @@ func (b *Bus) PutObject(ctx context.Context, bucket, key string, data []byte) er
 }
 
 // PutReport stores the report of a finished run (any size: the object
-// store chunks it).
+// store chunks it), in the object store's format (writeObject). A report
+// stored before under runID is replaced.
 func (b *Bus) PutReport(ctx context.Context, runID string, data []byte) error {
 	store, err := b.reportStore(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := store.PutBytes(ctx, runID, data); err != nil {
+	nuid, err := b.writeObject(ctx, store, BucketReports, runID, data)
+	if err != nil {
 		return fmt.Errorf("bus: store report of %s: %w", runID, err)
 	}
+	b.reportNUIDs.put(runID, nuid)
 	return nil
 }
 

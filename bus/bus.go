@@ -122,6 +122,9 @@ type Bus struct {
 	reportsMu sync.Mutex
 	reports   jetstream.ObjectStore
 	tasks     jetstream.ObjectStore
+	// reportNUIDs: the chunk subjects of the reports PutReport stored,
+	// for PurgeReport (reportput.go).
+	reportNUIDs reportNUIDs
 
 	assignMu    sync.Mutex
 	assignments *Bucket // opened on first use when attached (assignments.go)

@@ -135,21 +135,26 @@ func (b *Bus) PurgeKey(ctx context.Context, bkt *Bucket, key string) error {
 
 // PurgeReport removes the stored report of runID (its chunks and its
 // description) by subject, leaving no marker. A run without a stored
-// report is not an error.
+// report is not an error. A report this process stored (PutReport) is
+// not looked up: its chunks' subject was remembered.
 func (b *Bus) PurgeReport(ctx context.Context, runID string) error {
-	store, err := b.reportStore(ctx)
-	if err != nil {
-		return err
-	}
-	info, err := store.GetInfo(ctx, runID, jetstream.GetObjectInfoShowDeleted())
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("bus: purge report of %s: %w", runID, err)
-	}
 	stream := "OBJ_" + BucketReports
-	if info.NUID != "" {
-		if err := b.purgeSubject(ctx, stream, "$O."+BucketReports+".C."+info.NUID); err != nil {
+	nuid, ok := b.reportNUIDs.take(runID)
+	if !ok {
+		store, err := b.reportStore(ctx)
+		if err != nil {
+			return err
+		}
+		info, err := store.GetInfo(ctx, runID, jetstream.GetObjectInfoShowDeleted())
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("bus: purge report of %s: %w", runID, err)
+		}
+		nuid = info.NUID
+	}
+	if nuid != "" {
+		if err := b.purgeSubject(ctx, stream, "$O."+BucketReports+".C."+nuid); err != nil {
 			return err
 		}
 	}

@@ -385,6 +385,13 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 		return row
 	}
 	opts.serverConfig += fmt.Sprintf("prof_port: %d\n", profPort)
+	// Its monitoring port (loopback only) answers /subsz: the
+	// subscription trie every publish is matched against.
+	monPort := 0
+	if monPort, row.Err = freePort(); row.Err != nil {
+		return row
+	}
+	opts.serverConfig += fmt.Sprintf("http: \"127.0.0.1:%d\"\n", monPort)
 	if cfg.FleetLiveRuns > 0 {
 		opts.coordArgs = append(opts.coordArgs, "--max-tree-live-runs", strconv.Itoa(cfg.FleetLiveRuns))
 	}
@@ -429,6 +436,10 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 	row.IdleServerCPU, row.IdleHostsCPU = procCPU(c.server.cmd.Process.Pid)-srv0, c.hostsCPU()-hosts0
 	h.log.Info("fleet idle", "hosts", n, "window", cfg.FleetIdle, "server_cpu", row.IdleServerCPU, "hosts_cpu", row.IdleHostsCPU,
 		"coordinator_cpu", procCPU(c.coord.cmd.Process.Pid)-coord0)
+	subsBefore, _, err := fetchSubsz(ctx, monPort, false, 0)
+	if err != nil {
+		h.log.Warn("fleet: server subscriptions", "error", err)
+	}
 	runsStart := time.Now()
 	for i := range cfg.FleetRuns {
 		cpu0, srv0, hosts0 := procCPU(c.coord.cmd.Process.Pid), procCPU(c.server.cmd.Process.Pid), c.hostsCPU()
@@ -481,6 +492,7 @@ func (h *harness) fleetSize(ctx context.Context, n int) *FleetRow {
 		}
 	}
 	c.logStreams(ctx, n)
+	c.logSubs(ctx, monPort, n, subsBefore, cfg.FleetProfile)
 	if cfg.FleetProfile != "" {
 		c.saveHeap(ctx, profPort, filepath.Join(cfg.FleetProfile, fmt.Sprintf("server-heap-%d.pprof", n)))
 	}
@@ -520,6 +532,21 @@ func (c *cluster) fleetRun(ctx context.Context, m string, n int) (fleetRunResult
 	}
 	if err := c.nc.Flush(); err != nil {
 		return res, fmt.Errorf("bench: %w", err)
+	}
+	if c.h.cfg.FleetProfile != "" {
+		// What the run asks of JetStream, by kind of request, until its
+		// report is fetched (the fold's purges run meanwhile): a copy
+		// of each request costs the server a delivery, hence with
+		// profiles only.
+		api, err := countAPI(c.nc)
+		if err != nil {
+			return res, err
+		}
+		defer func() {
+			if kinds := api.stop(); len(kinds) > 0 {
+				c.h.log.Info("fleet api requests", append([]any{"hosts", n, "per_host", api.perHost(n)}, kinds...)...)
+			}
+		}()
 	}
 	start := time.Now()
 	s := c.h.run.run(ctx, time.Minute, filepath.Dir(m), c.h.manifold,

@@ -1,0 +1,147 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+// startReportBus starts an embedded server and opens a bus on it; it
+// returns the server too, whose subscription trie the tests read.
+func startReportBus(t *testing.T) (*Server, *Bus) {
+	t.Helper()
+	srv, err := StartServer(ServerConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	return srv, openReportBus(t, srv)
+}
+
+func openReportBus(t *testing.T, srv *Server) *Bus {
+	t.Helper()
+	nc, err := srv.Connect(t.Name())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := Open(ctx, nc, Config{})
+	require.NoError(t, err)
+	return b
+}
+
+// subInserts is how many subscriptions the server's trie has taken so
+// far (each wildcard one walks its whole subject cache).
+func subInserts(t *testing.T, srv *Server) uint64 {
+	t.Helper()
+	sz, err := srv.ns.Subsz(&server.SubszOptions{})
+	require.NoError(t, err)
+	return sz.NumInserts
+}
+
+// countRequests counts the requests sent on subject (a filter) from now
+// on, as the server delivers them; read it after flush.
+func countRequests(t *testing.T, srv *Server, subject string) (n *atomic.Int64, flush func()) {
+	t.Helper()
+	nc, err := srv.Connect("observer")
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	n = &atomic.Int64{}
+	_, err = nc.Subscribe(subject, func(*nats.Msg) { n.Add(1) })
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	return n, func() { require.NoError(t, nc.Flush()) }
+}
+
+// A report PutReport stores is an object of the reports store in the
+// object store's format: nats.go's ObjectStore reads it back whole, with
+// its size, chunk count and digest (no chunk for an empty report, five
+// for 640 KB), and so does GetReport.
+func TestPutReportIsAnObject(t *testing.T) {
+	_, b := startReportBus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store, err := b.js.ObjectStore(ctx, BucketReports)
+	require.NoError(t, err)
+	for _, size := range []int{0, 1, reportChunkSize - 1, reportChunkSize, reportChunkSize + 1, 640_000} {
+		id := fmt.Sprintf("run-%d", size)
+		data := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+		require.NoError(t, b.PutReport(ctx, id, data))
+		info, err := store.GetInfo(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, uint64(size), info.Size, id)
+		require.Equal(t, uint32((size+reportChunkSize-1)/reportChunkSize), info.Chunks, id)
+		got, err := store.GetBytes(ctx, id) // nats.go checks the digest
+		require.NoError(t, err, id)
+		require.Equal(t, data, got, id)
+		got, err = b.GetReport(ctx, id)
+		require.NoError(t, err, id)
+		require.Equal(t, data, got, id)
+	}
+}
+
+// A report stored again under its run ID (a resumed run ending twice,
+// or another process's copy) replaces the first: the newest reads back
+// and the first one's chunks are purged.
+func TestPutReportReplaces(t *testing.T) {
+	srv, b := startReportBus(t)
+	other := openReportBus(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := bytes.Repeat([]byte{1}, 300<<10) // three chunks
+	require.NoError(t, b.PutReport(ctx, "run-1", first))
+	require.NoError(t, other.PutReport(ctx, "run-1", []byte(`{"status":"succeeded"}`)))
+	got, err := b.GetReport(ctx, "run-1")
+	require.NoError(t, err)
+	require.Equal(t, `{"status":"succeeded"}`, string(got))
+	s, err := b.js.Stream(ctx, "OBJ_"+BucketReports)
+	require.NoError(t, err)
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter("$O."+BucketReports+".C.>"))
+	require.NoError(t, err)
+	require.Len(t, info.State.Subjects, 1, "the first report's chunks are left")
+
+	// Purged by the process that stored it last, and by another.
+	require.NoError(t, other.PurgeReport(ctx, "run-1"))
+	_, err = b.GetReport(ctx, "run-1")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.NoError(t, b.PutReport(ctx, "run-2", first))
+	require.NoError(t, other.PurgeReport(ctx, "run-2"))
+	info, err = s.Info(ctx, jetstream.WithSubjectFilter("$O."+BucketReports+".>"))
+	require.NoError(t, err)
+	require.Empty(t, info.State.Subjects)
+}
+
+// Storing and purging a fan-out's child reports costs the server no
+// subscription and no look-up: nats.go's Put subscribed (and
+// unsubscribed) a wildcard reply subject of its own per report, each
+// walking the server's whole subject cache, and read the name's
+// description first; PurgeReport read it again to find the chunks.
+func TestReportPutAndPurgeNeedNoSubscriptionOrLookup(t *testing.T) {
+	srv, b := startReportBus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The bus's own asynchronous publishing subscribes once.
+	require.NoError(t, b.PutReport(ctx, "warm", []byte("x")))
+	lookups, flush := countRequests(t, srv, "$JS.API.*.GET.>")
+	inserts := subInserts(t, srv)
+	const children = 20
+	for i := range children {
+		require.NoError(t, b.PutReport(ctx, fmt.Sprintf("fanout-a%d", i), bytes.Repeat([]byte{byte(i)}, 7000)))
+	}
+	for i := range children {
+		require.NoError(t, b.PurgeReport(ctx, fmt.Sprintf("fanout-a%d", i)))
+	}
+	flush()
+	require.Equal(t, inserts, subInserts(t, srv), "subscriptions taken by %d puts and purges", children)
+	require.Zero(t, lookups.Load(), "look-ups of %d puts and purges", children)
+	for i := range children {
+		_, err := b.GetReport(ctx, fmt.Sprintf("fanout-a%d", i))
+		require.ErrorIs(t, err, ErrNotFound)
+	}
+}
