@@ -54,15 +54,16 @@ const (
 	manifestFile = "manifest.cue"
 )
 
-var (
-	typeLine = regexp.MustCompile(`(?m)^#types:\s*([A-Za-z_][A-Za-z0-9_]*)\s*:`)
-	defLine  = regexp.MustCompile(`(?m)^(#[A-Za-z_][A-Za-z0-9_]*)\s*:`)
-	defRef   = regexp.MustCompile(`#[A-Z][A-Za-z0-9_]*`)
-)
-
 var layoutOnce = sync.OnceValues(readLayout)
 
 func readLayout() (*schemaLayout, error) {
+	// Compiled here, once, not in package variables: every command pays
+	// for package init (TestPackageInitIsCheap).
+	var (
+		typeLine = regexp.MustCompile(`(?m)^#types:\s*([A-Za-z_][A-Za-z0-9_]*)\s*:`)
+		defLine  = regexp.MustCompile(`(?m)^(#[A-Za-z_][A-Za-z0-9_]*)\s*:`)
+		defRef   = regexp.MustCompile(`#[A-Z][A-Za-z0-9_]*`)
+	)
 	names, err := fs.Glob(schemaFS, "*.cue")
 	if err != nil {
 		return nil, err
