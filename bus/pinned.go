@@ -55,6 +55,17 @@ type PinnedTasks struct {
 	sub    *nats.Subscription
 	wake   chan *nats.Msg
 	status chan nats.Status
+	// Whether a read is owed (see owed): emptied is set when a read found
+	// nothing while subscribed (cleared on subscribing, reconnecting, a
+	// wake dropped); unread holds the message IDs of the wakes heard since
+	// whose task no read has found yet, with when each was heard.
+	// seen holds the IDs of the tasks found lately, so that a wake heard
+	// after its task was found (or a copy of it published again) is not
+	// owed.
+	emptied bool
+	unread  map[string]time.Time
+	seen    map[string]time.Time
+	dropped int // the subscription's dropped messages when last looked
 
 	// Every task of the pool below cursor has been handed out: it is
 	// settled, held, or nak'd and then in again.
@@ -169,17 +180,29 @@ func (p *PinnedTasks) Next(ctx context.Context) (*Delivery, error) {
 		p.mu.Lock()
 		from, again := p.cursor, p.due()
 		p.mu.Unlock()
-		msg, err := p.read(ctx, from, again)
+		var msg *jetstream.RawStreamMsg
+		err := errNothingOwed
+		if again != 0 || p.owed() {
+			msg, err = p.read(ctx, from, again)
+		}
 		switch {
 		case err == nil:
+			if again == 0 {
+				p.found(msg.Header.Get(jetstream.MsgIDHeader))
+			}
 			if d := p.hand(msg, again != 0); d != nil {
 				return d, nil
 			}
 			continue
 		case errors.Is(err, jetstream.ErrMsgNotFound) && again != 0:
 			continue // settled meanwhile
+		case errors.Is(err, errNothingOwed):
+			// Every task announced since the subject was read to its end
+			// has been handed out: wait for the next wake.
+			failed, burst = 0, 0
 		case errors.Is(err, jetstream.ErrMsgNotFound):
 			failed = 0
+			p.readToEnd()
 		case errors.Is(err, nats.ErrConnectionClosed):
 			p.unsubscribe()
 			return nil, fmt.Errorf("bus: pinned tasks: %w", err)
@@ -208,17 +231,98 @@ func (p *PinnedTasks) Next(ctx context.Context) (*Delivery, error) {
 		}
 		t := time.NewTimer(wait)
 		select {
-		case <-p.wake:
+		case m := <-p.wake:
+			p.heard(m)
 			p.drainWakes()
 			burst, woken = 1, time.Now()
 		case <-p.status:
+			// Wakes published while disconnected were not heard.
+			p.emptied = false
 			burst, woken = 1, time.Now()
 		case <-p.renudge:
 		case <-t.C:
+			p.emptied = false // the idle poll reads
 		case <-ctx.Done():
 		}
 		t.Stop()
 	}
+}
+
+// errNothingOwed stands for a read not made: nothing was announced that
+// was not read (owed).
+var errNothingOwed = errors.New("bus: no pinned task announced")
+
+// owed reports whether the reader must read the subject: unless it read
+// it to its end since subscribing (and since the connection was last
+// re-established) and has since found the task of every wake heard, a
+// task may wait unread. A wake is the task's own publication heard on
+// the subject, so a reader that has handed out the task it was woken for
+// need not read again to learn that nothing followed: the next task's
+// publication wakes it (before, every task cost a second read that found
+// nothing). A wake dropped by a full channel (the subscription's
+// dropped count) makes it read. Must be called holding turn.
+func (p *PinnedTasks) owed() bool {
+	if p.sub != nil {
+		if n, err := p.sub.Dropped(); err == nil && n != p.dropped {
+			p.dropped, p.emptied = n, false
+		}
+	}
+	return !p.emptied || len(p.unread) > 0
+}
+
+// heard notes a wake: its task is owed until a read finds it.
+func (p *PinnedTasks) heard(m *nats.Msg) {
+	id := m.Header.Get(jetstream.MsgIDHeader)
+	if id == "" {
+		p.emptied = false // not matched by a read: read to the end again
+		return
+	}
+	if _, ok := p.seen[id]; ok {
+		return
+	}
+	if p.unread == nil {
+		p.unread = map[string]time.Time{}
+	}
+	p.unread[id] = time.Now()
+}
+
+// pinnedSeenPrune is how many found task IDs are kept before those older
+// than pinnedWakeWindow are forgotten.
+const pinnedSeenPrune = 1024
+
+// found notes a task a read found: its wake, heard or to come, is not
+// owed.
+func (p *PinnedTasks) found(id string) {
+	if id == "" {
+		return
+	}
+	delete(p.unread, id)
+	if p.seen == nil {
+		p.seen = map[string]time.Time{}
+	}
+	if len(p.seen) >= pinnedSeenPrune {
+		forgetOlder(p.seen, pinnedWakeWindow)
+	}
+	p.seen[id] = time.Now()
+}
+
+// forgetOlder deletes the entries of m noted more than d ago.
+func forgetOlder(m map[string]time.Time, d time.Duration) {
+	for id, at := range m {
+		if time.Since(at) > d {
+			delete(m, id)
+		}
+	}
+}
+
+// readToEnd notes a read that found nothing past the cursor. A wake not
+// matched for longer than pinnedWakeWindow was of a task that is not to
+// be stored (a copy the stream's duplicate window dropped) or is gone
+// (deleted, purged): it is forgotten.
+func (p *PinnedTasks) readToEnd() {
+	p.emptied = true
+	forgetOlder(p.unread, pinnedWakeWindow)
+	forgetOlder(p.seen, pinnedWakeWindow)
 }
 
 // hand turns a message read from the stream into a Delivery, or returns
@@ -256,6 +360,7 @@ func (p *PinnedTasks) subscribe() error {
 		return fmt.Errorf("bus: pinned tasks: %w", err)
 	}
 	p.sub = sub
+	p.emptied, p.unread, p.seen, p.dropped = false, nil, nil, 0
 	p.status = p.b.nc.StatusChanged(nats.CONNECTED)
 	// A flush that fails (disconnected, a slow server) is not an error:
 	// the reconnect's status and the idle poll then cover the gap.
@@ -278,7 +383,8 @@ func (p *PinnedTasks) unsubscribe() {
 func (p *PinnedTasks) drainWakes() {
 	for {
 		select {
-		case <-p.wake:
+		case m := <-p.wake:
+			p.heard(m)
 		default:
 			return
 		}

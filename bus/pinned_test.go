@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
@@ -238,5 +240,84 @@ func BenchmarkPinnedStart(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestPinnedTaskReadOncePerWake: a worker waiting for its pinned tasks
+// reads the stream once per task it is woken for. The task's publication
+// is the wake, so once it has handed the task out it waits for the next
+// wake instead of reading again to find nothing (before: two reads per
+// task, STREAM.MSG.GET.MANIFOLD_PINNED 2.0 a host in a fleet run). Tasks
+// published back to back, or while the worker holds one, are all handed
+// out at once: none waits for the idle poll (1-3 minutes, past the
+// test's deadline).
+func TestPinnedTaskReadOncePerWake(t *testing.T) {
+	srv, b := bustest.Start(t, bus.Config{})
+	ctx := ctxT(t)
+	obs, err := srv.Connect("observer")
+	require.NoError(t, err)
+	t.Cleanup(obs.Close)
+	var reads atomic.Int64
+	_, err = obs.Subscribe("$JS.API.STREAM.MSG.GET."+bus.StreamPinned, func(*nats.Msg) { reads.Add(1) })
+	require.NoError(t, err)
+	require.NoError(t, obs.Flush())
+
+	p, err := b.PinnedTasks(ctx, "w1")
+	require.NoError(t, err)
+	got := make(chan *bus.Delivery)
+	done := make(chan error, 1)
+	go func() {
+		for {
+			d, err := p.Next(ctx)
+			if err != nil {
+				done <- err
+				return
+			}
+			got <- d
+		}
+	}()
+	// The first read finds nothing: the worker waits.
+	require.Eventually(t, func() bool { require.NoError(t, obs.Flush()); return reads.Load() == 1 }, 10*time.Second, time.Millisecond)
+	pool := bus.PinnedPool("w1")
+	take := func(want ...string) {
+		t.Helper()
+		var runs []string
+		for range want {
+			select {
+			case d := <-got:
+				runs = append(runs, runOf(t, d))
+				require.NoError(t, d.Ack(ctx))
+			case <-ctx.Done():
+				t.Fatalf("handed out %v of %v", runs, want)
+			}
+		}
+		require.ElementsMatch(t, want, runs)
+	}
+	const rounds = 40
+	for i := range rounds {
+		require.NoError(t, b.PublishTask(ctx, bus.Task{RunID: fmt.Sprintf("r%d", i), Pool: pool, Manifest: "m.yaml"}))
+		take(fmt.Sprintf("r%d", i))
+	}
+	require.NoError(t, obs.Flush())
+	t.Logf("%d reads for %d tasks", reads.Load(), rounds)
+	// One read per task; a wake heard before the stream stored its task
+	// reads again 2 ms later (a few in a hundred).
+	require.LessOrEqual(t, reads.Load(), int64(1+rounds+rounds/4), "reads for %d tasks", rounds)
+
+	// Three at once, and one published while the worker holds another.
+	for i := range 3 {
+		require.NoError(t, b.PublishTask(ctx, bus.Task{RunID: fmt.Sprintf("burst%d", i), Pool: pool, Manifest: "m.yaml"}))
+	}
+	take("burst0", "burst1", "burst2")
+	require.NoError(t, b.PublishTask(ctx, bus.Task{RunID: "held", Pool: pool, Manifest: "m.yaml"}))
+	d := <-got
+	require.Equal(t, "held", runOf(t, d))
+	require.NoError(t, b.PublishTask(ctx, bus.Task{RunID: "while-held", Pool: pool, Manifest: "m.yaml"}))
+	take("while-held")
+	require.NoError(t, d.Ack(ctx))
+	select {
+	case err := <-done:
+		t.Fatalf("reader stopped: %v", err)
+	default:
 	}
 }
