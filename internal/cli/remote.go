@@ -81,7 +81,7 @@ func writeReport(w io.Writer, rep *coordinator.Report, indent bool) error {
 		// 3 % of a converged 20,000-file apply's CPU.
 		var buf bytes.Buffer
 		buf.Grow(2*len(data) + 1)
-		if err := json.Indent(&buf, data, "", "  "); err != nil {
+		if err := indentJSON(&buf, data); err != nil {
 			return err
 		}
 		data = buf.Bytes()

@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/manifold-run/manifold/coordinator"
+)
+
+func stdIndent(t testing.TB, src []byte) []byte {
+	var b bytes.Buffer
+	require.NoError(t, json.Indent(&b, src, "", "  "))
+	return b.Bytes()
+}
+
+// randomValue builds a JSON value of every kind, strings with escapes,
+// empty and nested containers.
+func randomValue(r *rand.Rand, depth int) any {
+	k := r.IntN(9)
+	if depth > 4 {
+		k = r.IntN(5)
+	}
+	strs := []string{"", "a", `q"uote`, `back\slash`, "new\nline", "tab\t", "ünï€ode", "\u2028\u2029", "<&>", "ctl\x01", "{[,:]}"}
+	switch k {
+	case 0:
+		return nil
+	case 1:
+		return r.IntN(2) == 0
+	case 2:
+		return r.Float64()*1e6 - 5e5
+	case 3:
+		return []float64{1e21, -0.000001, 3}[r.IntN(3)]
+	case 4:
+		return strs[r.IntN(len(strs))]
+	case 5, 6:
+		n := r.IntN(4)
+		m := make(map[string]any, n)
+		for range n {
+			m[strs[r.IntN(len(strs))]+string(rune('a'+r.IntN(26)))] = randomValue(r, depth+1)
+		}
+		return m
+	default:
+		n := r.IntN(4)
+		a := make([]any, n)
+		for i := range a {
+			a[i] = randomValue(r, depth+1)
+		}
+		return a
+	}
+}
+
+// The fast indenter writes what json.Indent writes, byte for byte, for
+// reports and for JSON of every shape.
+func TestIndentJSONIsJSONIndent(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 3000 {
+		src, err := json.Marshal(randomValue(r, 0))
+		require.NoError(t, err)
+		var got bytes.Buffer
+		require.NoError(t, indentJSON(&got, src))
+		require.Equal(t, string(stdIndent(t, src)), got.String(), "document %d: %s", i, src)
+	}
+
+	now := time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC)
+	rep := &coordinator.Report{RunID: "r1", Manifest: "m.yaml", Status: coordinator.RunSucceeded, StartedAt: &now, FinishedAt: &now,
+		Resources: []coordinator.ResourceReport{
+			{Ref: "file#/a", Type: "file", Name: "/a", Status: "stable", Message: `said "hi"` + "\n"},
+			{Ref: "exec#x", Type: "exec", Name: "x", Status: "failed", Error: "exit 1: \\ {}[]"},
+		}}
+	src, err := coordinator.MarshalReport(rep)
+	require.NoError(t, err)
+	var got bytes.Buffer
+	require.NoError(t, indentJSON(&got, src))
+	require.Equal(t, string(stdIndent(t, src)), got.String())
+	require.True(t, strings.Contains(got.String(), "\n  \"resources\": [\n    {\n"), got.String())
+}
+
+// A document with whitespace, or unbalanced, goes to json.Indent, which
+// validates it.
+func TestIndentJSONHandsOtherInputToJSONIndent(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, indentJSON(&b, []byte(`{"a": [1, 2]}`)))
+	require.Equal(t, "{\n  \"a\": [\n    1,\n    2\n  ]\n}", b.String())
+	b.Reset()
+	require.Error(t, indentJSON(&b, []byte(`{"a":[1,2]`)))
+	b.Reset()
+	require.Error(t, indentJSON(&b, []byte(`{"a":"unterminated}`)))
+	b.Reset()
+	require.Error(t, indentJSON(&b, []byte(`]`)))
+}
+
+func FuzzIndentJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `[]`, `{"a":[{},[],{"b":null}]}`, `"x\"y"`, `[1e-7,true,false]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		var compact bytes.Buffer
+		if !json.Valid(src) || json.Compact(&compact, src) != nil || !bytes.Equal(compact.Bytes(), src) {
+			return
+		}
+		var got bytes.Buffer
+		require.NoError(t, indentJSON(&got, src))
+		require.Equal(t, string(stdIndent(t, src)), got.String())
+	})
+}
+
+func BenchmarkIndentReport(b *testing.B) {
+	rep := &coordinator.Report{RunID: "r1", Status: coordinator.RunSucceeded}
+	for i := range 20000 {
+		rep.Resources = append(rep.Resources, coordinator.ResourceReport{Ref: "file#/srv/f" + string(rune('a'+i%26)), Type: "file",
+			Name: "/srv/f", Status: "stable", Worker: "embedded", Pool: "default", Attempts: 1})
+	}
+	src, err := coordinator.MarshalReport(rep)
+	require.NoError(b, err)
+	b.SetBytes(int64(len(src)))
+	var buf bytes.Buffer
+	b.Run("indentJSON", func(b *testing.B) {
+		for b.Loop() {
+			buf.Reset()
+			_ = indentJSON(&buf, src)
+		}
+	})
+	b.Run("json.Indent", func(b *testing.B) {
+		for b.Loop() {
+			buf.Reset()
+			_ = json.Indent(&buf, src, "", "  ")
+		}
+	})
+}
