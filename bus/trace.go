@@ -62,16 +62,40 @@ func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
 // Traceparent returns the W3C traceparent of ctx's span ("" without one),
 // for trace context carried in a message body (segment tasks).
 func Traceparent(ctx context.Context) string {
-	h := nats.Header{}
-	InjectTrace(ctx, h)
-	return h.Get("traceparent")
+	var c traceparentCarrier
+	propagation.TraceContext{}.Inject(ctx, &c)
+	return string(c)
 }
 
 // WithTraceparent returns ctx carrying the remote trace context of a
 // traceparent string; ctx unchanged when tp is empty or invalid.
+//
+// What ExtractTrace of a header holding only tp gives, without the header
+// (a map per call) or the baggage propagator, which has nothing to read in
+// a traceparent: a segment's resources each carry one, and the worker
+// reads it per resource (TestTraceparentAsHeaders).
 func WithTraceparent(ctx context.Context, tp string) context.Context {
 	if tp == "" {
 		return ctx
 	}
-	return ExtractTrace(ctx, nats.Header{"traceparent": []string{tp}})
+	c := traceparentCarrier(tp)
+	return propagation.TraceContext{}.Extract(ctx, &c)
 }
+
+// traceparentCarrier holds a traceparent alone.
+type traceparentCarrier string
+
+func (c *traceparentCarrier) Get(key string) string {
+	if strings.EqualFold(key, "traceparent") {
+		return string(*c)
+	}
+	return ""
+}
+
+func (c *traceparentCarrier) Set(key, value string) {
+	if strings.EqualFold(key, "traceparent") {
+		*c = traceparentCarrier(value)
+	}
+}
+
+func (c *traceparentCarrier) Keys() []string { return []string{"traceparent"} }
