@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -48,8 +50,9 @@ var ErrBatchResults = errors.New("batch apply returned the wrong number of resul
 //	for each member i:    out := b.Finish(ctxOf(i), i)         // re-check, health checks
 //
 // Members keep their order, as if they ran one by one: the batch is the
-// members up to the first one that cannot join it (noop, health-check-only,
-// a refresh that makes it act) or whose check fails. That one and every
+// members up to the first one that cannot join it (health-check-only, a
+// refresh that makes it act) or whose check fails. A noop member joins:
+// its check's outcome is its own, it has nothing to apply. That one and every
 // later member are executed alone by Finish, after the batch was applied
 // (a caller that stops at the first failure, as the worker does, never
 // executes them). When fewer than two members need a change, or ApplyBatch
@@ -85,26 +88,121 @@ func (b *Batch) Check(ctx context.Context, res Batcher, env *Env) int {
 	if env == nil {
 		env = &Env{}
 	}
+	return b.add(ctx, res, env, nil)
+}
+
+// add appends a member; pre, when set, is its check already run.
+func (b *Batch) add(ctx context.Context, res Batcher, env *Env, pre *prechecked) int {
 	m := batchMember{res: res, env: env}
-	if b.closed || env.Noop || env.HealthCheckOnly || (env.Refresh && refreshable(res)) {
+	if b.closed || !joins(res, env) {
 		m.alone, b.closed = true, true
 		b.members = append(b.members, m)
 		return len(b.members) - 1
 	}
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				o := failed(ctx, "execute", fmt.Errorf("panic: %v", r))
-				m.done = &o
-			}
-		}()
-		m.check, _, m.done = checkStage(ctx, res, env)
-	}()
+	if pre != nil {
+		m.check, m.done = pre.check, pre.done
+	} else {
+		m.check, m.done = checkMember(ctx, res, env)
+	}
 	if m.done != nil && m.done.Status == StatusFailed {
 		b.closed = true
 	}
 	b.members = append(b.members, m)
 	return len(b.members) - 1
+}
+
+// joins reports whether a member with env may join a batch (one that is
+// not closed): a noop member joins, its check's outcome is its own (it
+// never has anything to apply); a health-check-only one, or one a
+// refresh makes act, is executed alone.
+func joins(res Batcher, env *Env) bool {
+	return !env.HealthCheckOnly && !(env.Refresh && refreshable(res))
+}
+
+// checkMember runs a member's check stage, a panic becoming its failed
+// outcome.
+func checkMember(ctx context.Context, res Batcher, env *Env) (check Result, done *Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			o := failed(ctx, "execute", fmt.Errorf("panic: %v", r))
+			check, done = Result{}, &o
+		}
+	}()
+	check, _, done = checkStage(ctx, res, env)
+	return check, done
+}
+
+// ConcurrentChecker is implemented by Batcher types whose check may run
+// beside other resources' checks (CheckAll): it changes nothing, and what
+// it shares with other resources' checks (caches of directories, of
+// account names) is safe for concurrent use.
+type ConcurrentChecker interface {
+	ConcurrentCheck() bool
+}
+
+// BatchItem is a resource for CheckAll: its context, the resource and
+// its Env (nil: the zero Env).
+type BatchItem struct {
+	Ctx context.Context
+	Res Batcher
+	Env *Env
+}
+
+// prechecked is a member's check run ahead of its turn.
+type prechecked struct {
+	check Result
+	done  *Outcome
+}
+
+// minConcurrentChecks is the fewest items whose checks CheckAll spreads
+// over goroutines: below it, starting them costs more than it saves.
+const minConcurrentChecks = 16
+
+// CheckAll is Check of each item, in order, but the checks of the items
+// that may join and whose type is a ConcurrentChecker run first, on up to
+// parallel goroutines: a converged segment of files is checked on every
+// core rather than one. The members, their order, their outcomes and what
+// Apply and Finish do are Check's, one item after the other; only an item
+// after one whose check failed (or that could not join) may have been
+// checked for nothing: it is executed alone by Finish, as with Check, and
+// checked again there.
+func (b *Batch) CheckAll(items []BatchItem, parallel int) {
+	for i := range items {
+		if items[i].Env == nil {
+			items[i].Env = &Env{}
+		}
+	}
+	pre := make([]*prechecked, len(items))
+	var idx []int
+	for i, it := range items {
+		if cc, ok := it.Res.(ConcurrentChecker); ok && cc.ConcurrentCheck() && joins(it.Res, it.Env) {
+			idx = append(idx, i)
+		}
+	}
+	if parallel > 1 && len(idx) >= minConcurrentChecks {
+		checks := make([]prechecked, len(idx))
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range min(parallel, len(idx)) {
+			wg.Go(func() {
+				for {
+					k := int(next.Add(1)) - 1
+					if k >= len(idx) {
+						return
+					}
+					it := items[idx[k]]
+					checks[k].check, checks[k].done = checkMember(it.Ctx, it.Res, it.Env)
+				}
+			})
+		}
+		wg.Wait()
+		for k, i := range idx {
+			pre[i] = &checks[k]
+		}
+	}
+	for i, it := range items {
+		b.add(it.Ctx, it.Res, it.Env, pre[i])
+	}
 }
 
 // Pending is how many members Apply would apply together: those whose
@@ -193,5 +291,7 @@ func (b *Batch) Finish(ctx context.Context, i int) (out Outcome) {
 	default:
 		out = applyStage(ctx, m.res, m.env, m.check, false, b.failed)
 	}
-	return withHealthChecks(ctx, m.env, out)
+	out = withHealthChecks(ctx, m.env, out)
+	out.Diff = BoundDiff(out.Diff) // as Execute
+	return out
 }

@@ -21,11 +21,15 @@ type transactions struct {
 	short bool
 }
 
-// batched is a fake that can be applied in batches.
+// batched is a fake that can be applied in batches; concurrent makes it
+// a ConcurrentChecker.
 type batched struct {
 	*fake
-	tx *transactions
+	tx         *transactions
+	concurrent bool
 }
+
+func (b batched) ConcurrentCheck() bool { return b.concurrent }
 
 func (b batched) BatchKey(context.Context, *Env) (string, error) { return "fake", nil }
 
@@ -69,7 +73,7 @@ func runBatch(t *testing.T, tx *transactions, fakes []*fake, envs ...Env) ([]Out
 		if i < len(envs) {
 			env = &envs[i]
 		}
-		if got := b.Check(ctx, batched{f, tx}, env); got != i {
+		if got := b.Check(ctx, batched{fake: f, tx: tx}, env); got != i {
 			t.Fatalf("Check returned %d for member %d", got, i)
 		}
 	}
@@ -193,7 +197,7 @@ func TestBatchClosesAtAFailedCheck(t *testing.T) {
 	ctx := context.Background()
 	var batch Batch
 	for _, f := range []*fake{a, b, broken, c, d} {
-		batch.Check(ctx, batched{f, tx}, &Env{})
+		batch.Check(ctx, batched{fake: f, tx: tx}, &Env{})
 	}
 	if c.checks != 0 || d.checks != 0 {
 		t.Fatal("members after a failed check were checked with the batch")
@@ -214,8 +218,8 @@ func TestBatchClosesAtAFailedCheck(t *testing.T) {
 	}
 }
 
-// TestBatchNoopNeverApplies: noop members are executed alone, which stops
-// after their checks.
+// TestBatchNoopNeverApplies: noop members join, and their checks are
+// their outcomes: nothing is applied.
 func TestBatchNoopNeverApplies(t *testing.T) {
 	t.Parallel()
 	tx := &transactions{}
@@ -263,8 +267,8 @@ func TestBatchCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	tx := &transactions{}
 	var b Batch
-	b.Check(ctx, batched{&fake{}, tx}, &Env{})
-	b.Check(ctx, batched{&fake{}, tx}, &Env{})
+	b.Check(ctx, batched{fake: &fake{}, tx: tx}, &Env{})
+	b.Check(ctx, batched{fake: &fake{}, tx: tx}, &Env{})
 	cancel(errStop)
 	if err := b.Apply(ctx); !errors.Is(err, errStop) || len(tx.calls) != 0 {
 		t.Fatalf("Apply after cancel: %v, calls %v", err, tx.calls)
@@ -286,8 +290,8 @@ func TestBatchSpans(t *testing.T) {
 	ctxA, spanA := tracer.Start(context.Background(), "a")
 	ctxB, spanB := tracer.Start(context.Background(), "b")
 	ctxT, spanT := tracer.Start(context.Background(), "transaction")
-	b.Check(ctxA, batched{&fake{}, tx}, &Env{})
-	b.Check(ctxB, batched{&fake{}, tx}, &Env{})
+	b.Check(ctxA, batched{fake: &fake{}, tx: tx}, &Env{})
+	b.Check(ctxB, batched{fake: &fake{}, tx: tx}, &Env{})
 	if err := b.Apply(ctxT); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -38,7 +39,10 @@ type batchMember struct {
 // transaction) with equal batch keys. Only resources that decide nothing
 // on their own join: not in health-check-only mode, no refresh, no
 // control guards, no retry, and not answered from a record of an earlier
-// delivery (noop ones join, and resources.Batch executes each alone). It returns the members' outcomes in order, up to and including
+// delivery (noop ones join: their checks are their outcomes, nothing is
+// applied). The members' checks run side by side on every core when their
+// type allows it (resources.Batch.CheckAll, resources.ConcurrentChecker:
+// files). It returns the members' outcomes in order, up to and including
 // the first failed one (or the one the worker's shutdown released), or nil
 // when items[k] starts no batch of at least two: it is then executed alone.
 //
@@ -139,16 +143,19 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 	// group names resolve against one look at /etc/passwd and /etc/group
 	// (ids.Snapshot), not a stat of each per file. Applies and re-checks
 	// look again, after the batch may have changed an account database.
+	// The checks of a segment's files run on every core
+	// (resources.Batch.CheckAll): while the worker checks, the
+	// coordinator and the server wait for its outcomes.
 	snap := ids.NewSnapshot()
 	var batch resources.Batch
+	checks := make([]resources.BatchItem, len(members))
 	for i, m := range members {
+		checks[i] = resources.BatchItem{Ctx: ids.WithSnapshot(ctxs[i], snap), Res: m.res, Env: m.env}
 		if m.item.Noop {
-			ctxs[i] = ids.WithSnapshot(ctxs[i], snap)
-			batch.Check(ctxs[i], m.res, m.env)
-			continue
+			ctxs[i] = checks[i].Ctx
 		}
-		batch.Check(ids.WithSnapshot(ctxs[i], snap), m.res, m.env)
 	}
+	batch.CheckAll(checks, runtime.GOMAXPROCS(0))
 	if batch.Pending() >= 2 {
 		// Only a batch with something to apply has a transaction (a
 		// converged segment of files has none).

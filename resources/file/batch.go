@@ -32,6 +32,14 @@ func (f *File) BatchKey(context.Context, *resources.Env) (string, error) {
 	return BatchKey, nil
 }
 
+// ConcurrentCheck: a batch member's check (a present file at its path,
+// content or attributes) reads the host and changes nothing; what it
+// shares with other files' checks, the segment's directories
+// (safefs.Dirs), the account-name caches (ids) and the diff's reach
+// verdicts (safefs.Reach), is safe for concurrent use. So a batch's
+// checks may run side by side (resources.Batch.CheckAll).
+func (f *File) ConcurrentCheck() bool { return true }
+
 // groupable reports whether f's write can wait for the group's commit: a
 // file with content. An attribute-only member is applied at once, after
 // the writes staged before it were committed, so changes land in order.
