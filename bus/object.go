@@ -102,6 +102,15 @@ func (b *Bus) directGet(ctx context.Context, api string, req []byte) (*nats.Msg,
 // so the stream keeps no state for the subject afterwards (a KV delete or
 // an object store delete leaves one message per key, kept for ever).
 func (b *Bus) purgeSubject(ctx context.Context, stream, subject string) error {
+	if _, ok := ctx.Deadline(); !ok {
+		// As nats.go's JetStream API requests: a context without a
+		// deadline waits apiRequestWait (a server gone away would
+		// otherwise hold the caller for ever: a run's finish, cleaning
+		// up after a failed report put).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, apiRequestWait)
+		defer cancel()
+	}
 	req, _ := json.Marshal(struct {
 		Filter string `json:"filter"`
 	}{subject})

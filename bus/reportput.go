@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,6 +39,14 @@ const reportChunkSize = 128 << 10
 // reportChunksInFlight bounds the chunks of one report published and not
 // yet acknowledged (a 10,000-host fan-out's report is some 470 chunks).
 const reportChunksInFlight = 64
+
+// reportAckWait bounds the wait for one chunk's acknowledgement: the
+// JetStream API's default timeout (nats.go's Put waits as long).
+var reportAckWait = apiRequestWait
+
+// apiRequestWait bounds a JetStream API request made under a context
+// without a deadline: nats.go's default JetStream timeout.
+const apiRequestWait = 5 * time.Second
 
 // reportNUIDsMax bounds the chunk subjects remembered for PurgeReport:
 // past it the memory is dropped, and a purge looks its report up.
@@ -81,7 +90,14 @@ func (b *Bus) writeObject(ctx context.Context, store jetstream.ObjectStore, buck
 		return "", err
 	}
 	var inFlight []jetstream.PubAckFuture
+	// An acknowledgement that never comes (the stream's leader died with
+	// the chunk) ends the put after reportAckWait, as nats.go's Put does
+	// with its context's timeout: the caller's context may have no
+	// deadline (a run's finish, which then leaves the run for recovery).
+	timer := time.NewTimer(reportAckWait)
+	defer timer.Stop()
 	wait := func(f jetstream.PubAckFuture) error {
+		timer.Reset(reportAckWait)
 		select {
 		case <-f.Ok():
 			return nil
@@ -89,6 +105,8 @@ func (b *Bus) writeObject(ctx context.Context, store jetstream.ObjectStore, buck
 			return err
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-timer.C:
+			return fmt.Errorf("chunk not acknowledged within %s", reportAckWait)
 		}
 	}
 	n := 0

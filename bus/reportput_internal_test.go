@@ -145,3 +145,38 @@ func TestReportPutAndPurgeNeedNoSubscriptionOrLookup(t *testing.T) {
 		require.ErrorIs(t, err, ErrNotFound)
 	}
 }
+
+// A chunk whose acknowledgement never comes (the server went away with
+// it: a cluster's leader killed) ends the put with an error after
+// reportAckWait, and the clean-up of its chunks after apiRequestWait,
+// even under a context without a deadline (a run's finish): the put hung,
+// and with it the run and its coordinator's stop
+// (TestFailureClusterNodeKilled, 1 run in 4).
+func TestPutReportEndsWhenNoAckComes(t *testing.T) {
+	old := reportAckWait
+	reportAckWait = 300 * time.Millisecond
+	t.Cleanup(func() { reportAckWait = old })
+	srv, err := StartServer(ServerConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	require.NoError(t, err)
+	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := Open(ctx, nc, Config{})
+	require.NoError(t, err)
+	_, err = b.reportStore(ctx)
+	require.NoError(t, err)
+	srv.Shutdown()
+
+	done := make(chan error, 1)
+	go func() {
+		done <- b.PutReport(context.Background(), "run-1", bytes.Repeat([]byte("r"), 3*reportChunkSize))
+	}()
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "store report of run-1")
+	case <-time.After(20 * time.Second):
+		t.Fatal("PutReport still waiting 20 s after the server went away")
+	}
+}
