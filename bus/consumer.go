@@ -47,6 +47,10 @@ type Consumer struct {
 	msgs   chan *nats.Msg
 	status chan nats.Status // reconnections: the pull waiting on the old server is gone
 	pulls  uint64
+	// probing: the consumer was deleted under a pull (409 consumer
+	// deleted, 503) and bound again; the next pull is a short one
+	// (probeRequest), in case the bind saw it before it was gone.
+	probing bool
 }
 
 // Delivery is one message handed to a consumer. Ack only after the work it
@@ -318,6 +322,20 @@ const (
 // every pullHeartbeat.
 var pullRequest = fmt.Appendf(nil, `{"batch":1,"expires":%d,"idle_heartbeat":%d}`, pullExpiry.Nanoseconds(), pullHeartbeat.Nanoseconds())
 
+// probeExpiry is the expiry of the first pull after a consumer deleted
+// under a pull was bound again. A deleted consumer answers its waiting
+// pulls 409 before it is gone from the stream: a worker hearing it may
+// find the name still listed (or, creating it, the old one still there),
+// and send its next pull to a consumer that no longer exists, which the
+// server drops without a word; with pullRequest it was heard of again
+// 10 minutes 5 s later (TestTaskConsumerBindsWithoutCreate under load:
+// 1 run in 20 lost a task for 20 s). A probe that expires is answered
+// 408 by a consumer that exists; one that is not answered within
+// probeExpiry and pullGrace was lost, and the consumer is bound again.
+const probeExpiry = 2 * time.Second
+
+var probeRequest = fmt.Appendf(nil, `{"batch":1,"expires":%d}`, probeExpiry.Nanoseconds())
+
 // Next blocks until a message arrives or ctx ends (then it returns ctx's
 // error). One pull request of one message is outstanding while it waits;
 // concurrent calls on one Consumer take turns.
@@ -362,7 +380,11 @@ func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
 		}
 		c.pulls++
 		reply := c.inbox + "." + strconv.FormatUint(c.pulls, 36)
-		if err := c.nc.PublishRequest(c.next, reply, pullRequest); err != nil {
+		body, wait := pullRequest, 2*pullHeartbeat+pullGrace
+		if c.probing {
+			body, wait = probeRequest, probeExpiry+pullGrace
+		}
+		if err := c.nc.PublishRequest(c.next, reply, body); err != nil {
 			if errors.Is(err, nats.ErrConnectionClosed) {
 				c.unsubscribe()
 				return nil, fmt.Errorf("bus: fetch: %w", err)
@@ -374,10 +396,13 @@ func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
 			}
 			continue
 		}
-		m, end, err := c.await(ctx, reply, 2*pullHeartbeat+pullGrace)
+		m, end, err := c.await(ctx, reply, wait)
 		if err != nil {
 			c.unsubscribe()
 			return nil, err
+		}
+		if c.probing && (m != nil || end == pullExpired) {
+			c.probing = false // the consumer answered: it exists
 		}
 		if m != nil {
 			d := &Delivery{m: pulled{m}, Attempt: 1, Ctx: ExtractTrace(context.Background(), m.Header)}
@@ -387,13 +412,20 @@ func (c *Consumer) Next(ctx context.Context) (*Delivery, error) {
 			return d, nil
 		}
 		switch end {
-		case pullExpired, pullLost:
+		case pullLost:
+			if c.probing {
+				// Sent to a consumer gone by then (probeExpiry).
+				c.bound = false
+			}
+			refused = 0
+			continue
+		case pullExpired:
 			refused = 0
 			continue
 		case pullNoConsumer:
 			// Deleted (a stream recreated, an operator): look it up and
-			// create it again.
-			c.bound = false
+			// create it again, and probe it (probeExpiry).
+			c.bound, c.probing = false, true
 			continue
 		}
 		// The server refused the pull (409: too many waiting pulls on
