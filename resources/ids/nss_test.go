@@ -1,6 +1,7 @@
 package ids
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"os/user"
@@ -50,13 +51,7 @@ exit 2
 			return 0
 		}
 		require.NoError(t, err)
-		n := 0
-		for _, c := range b {
-			if c == '\n' {
-				n++
-			}
-		}
-		return n
+		return bytes.Count(b, []byte("\n"))
 	}
 	oldCmd, oldFallback := getentCommand, nssFallback
 	t.Cleanup(func() { getentCommand, nssFallback = oldCmd, oldFallback })
