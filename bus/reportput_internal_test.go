@@ -28,6 +28,12 @@ func openReportBus(t *testing.T, srv *Server) *Bus {
 	t.Helper()
 	nc, err := srv.Connect(t.Name())
 	require.NoError(t, err)
+	return openBusOn(t, nc)
+}
+
+// openBusOn opens a bus on nc, closed with the test.
+func openBusOn(t *testing.T, nc *nats.Conn) *Bus {
+	t.Helper()
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -160,12 +166,8 @@ func TestPutReportEndsWhenNoAckComes(t *testing.T) {
 	require.NoError(t, err)
 	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	b, err := Open(ctx, nc, Config{})
-	require.NoError(t, err)
-	_, err = b.reportStore(ctx)
+	b := openBusOn(t, nc)
+	_, err = b.reportStore(t.Context())
 	require.NoError(t, err)
 	srv.Shutdown()
 
