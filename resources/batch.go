@@ -172,7 +172,7 @@ func (b *Batch) CheckAll(items []BatchItem, parallel int) {
 			items[i].Env = &Env{}
 		}
 	}
-	pre := make([]*prechecked, len(items))
+	var pre []*prechecked // by item, when checked ahead
 	var idx []int
 	for i, it := range items {
 		if cc, ok := it.Res.(ConcurrentChecker); ok && cc.ConcurrentCheck() && joins(it.Res, it.Env) {
@@ -196,12 +196,17 @@ func (b *Batch) CheckAll(items []BatchItem, parallel int) {
 			})
 		}
 		wg.Wait()
+		pre = make([]*prechecked, len(items))
 		for k, i := range idx {
 			pre[i] = &checks[k]
 		}
 	}
 	for i, it := range items {
-		b.add(it.Ctx, it.Res, it.Env, pre[i])
+		var p *prechecked
+		if pre != nil {
+			p = pre[i]
+		}
+		b.add(it.Ctx, it.Res, it.Env, p)
 	}
 }
 
