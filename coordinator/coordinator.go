@@ -93,6 +93,14 @@ type Config struct {
 	// same inputs (bundle, data, facts). It is asked when the run starts;
 	// a run resumed or without an entry is compiled from its bundle.
 	Compiled func(runID string) (*Plan, bool)
+	// Finished, when set, is given the report of each run this
+	// coordinator finishes, once the report is stored and before the
+	// run's run_finished event: rep as stored (child runs' reports not
+	// nested: GetReport nests them) and data, its stored bytes. Neither
+	// may be modified, and it must not block. The embedded engine of
+	// `manifold apply` prints its run's report from here rather than
+	// reading back and decoding what was just stored.
+	Finished func(runID string, rep *Report, data []byte)
 	// ScanInterval is how often a coordinator looks for runs to resume.
 	// Defaults to a fifth of Lease, at most a second: a run handed off by
 	// a stopping coordinator is resumed within it.

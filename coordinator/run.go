@@ -871,6 +871,9 @@ func (r *run) finish(ctx context.Context) {
 		r.log.Error("report not stored; leaving the run for recovery", "error", err)
 		return
 	}
+	if r.c.cfg.Finished != nil {
+		r.c.cfg.Finished(rec.RunID, rep, data)
+	}
 	if err := r.write(ctx); err != nil {
 		r.leave(ctx, err)
 		return

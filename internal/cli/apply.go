@@ -248,8 +248,9 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	// The CLI keeps nothing of the compile while the run goes: the
 	// coordinator holds the plan, the store the bundle (releaseTree).
 	eng.plans.put(req.RunID, tree.Plan)
+	eng.reports.want(req.RunID)
 	fo := followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL, pre: tree.Plan.PreMessage, cancelOnEnd: true,
-		view: o.view}
+		view: o.view, reports: &eng.reports}
 	releaseTree(&tree)
 	return submitAndFollow(ctx, st, eng.bus, req, fo)
 }

@@ -37,6 +37,9 @@ type embedded struct {
 	// plans hands the coordinator the plans this process compiled for
 	// the runs it submits (coordinator.Config.Compiled).
 	plans planHandoff
+	// reports hands the CLI the reports of the runs it follows, as the
+	// coordinator stored them (coordinator.Config.Finished).
+	reports reportHandoff
 }
 
 // planHandoff holds compiled plans by run ID until the coordinator takes
@@ -61,6 +64,72 @@ func (h *planHandoff) take(runID string) (*coordinator.Plan, bool) {
 	p, ok := h.plans[runID]
 	delete(h.plans, runID)
 	return p, ok
+}
+
+// reportHandoff holds the reports of the runs a CLI waits for, from the
+// embedded coordinator that finished them, until the CLI takes them: a
+// 20,000-resource report read back from the store and decoded was 23 ms,
+// and encoded again 45 ms, of a converged apply's wall.
+type reportHandoff struct {
+	mu      sync.Mutex
+	wanted  map[string]bool
+	reports map[string]storedReport
+}
+
+// storedReport is a run's report as its coordinator stored it.
+type storedReport struct {
+	rep  *coordinator.Report
+	data []byte
+}
+
+// want asks for runID's report (only the reports asked for are kept).
+func (h *reportHandoff) want(runID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.wanted == nil {
+		h.wanted = map[string]bool{}
+	}
+	h.wanted[runID] = true
+}
+
+// put is coordinator.Config.Finished.
+func (h *reportHandoff) put(runID string, rep *coordinator.Report, data []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.wanted[runID] {
+		return
+	}
+	if h.reports == nil {
+		h.reports = map[string]storedReport{}
+	}
+	h.reports[runID] = storedReport{rep: rep, data: data}
+}
+
+// take returns runID's report once, if the coordinator handed it over and
+// it is the whole report GetReport would return: one that nests no child
+// run's report (those are read from the store) and whose post_message
+// stands.
+func (h *reportHandoff) take(runID string) (storedReport, bool) {
+	if h == nil {
+		return storedReport{}, false
+	}
+	h.mu.Lock()
+	sr, ok := h.reports[runID]
+	delete(h.reports, runID)
+	delete(h.wanted, runID)
+	h.mu.Unlock()
+	if !ok {
+		return storedReport{}, false
+	}
+	if sr.rep.Status != coordinator.RunSucceeded && sr.rep.PostMessage != "" {
+		return storedReport{}, false
+	}
+	for _, r := range sr.rep.Resources {
+		if r.ChildRunID != "" && r.Child == nil {
+			return storedReport{}, false
+		}
+	}
+	return sr, true
 }
 
 // embeddedStorePrefix names the store directories of embedded engines in
@@ -149,7 +218,7 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 		started.Go(func() { werr = e.startWorker(ctx, o) })
 	}
 	if e.coord, err = coordinator.New(coordinator.Config{Bus: e.bus, Logger: o.Logger, MaxDepth: o.MaxDepth, MaxTreeRuns: o.MaxTreeRuns, Name: "embedded",
-		Compiled: e.plans.take, ScanInterval: scan}); err == nil {
+		Compiled: e.plans.take, Finished: e.reports.put, ScanInterval: scan}); err == nil {
 		err = e.coord.Start(ctx)
 	}
 	if err == nil {

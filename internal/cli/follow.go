@@ -27,7 +27,13 @@ type followOpts struct {
 	// view says how much text output shows and whether the exit code is
 	// detailed.
 	view viewFlags
+	// reports, when set, may hold the run's report as the embedded
+	// coordinator stored it, taken rather than read back.
+	reports *reportHandoff
 }
+
+// getReport reads a run's report from the bus (a variable for tests).
+var getReport = coordinator.GetReport
 
 // printedKinds are the events a progress printer without a status line
 // prints or stops at (progressPrinter.event).
@@ -96,15 +102,24 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 	mark(ctx, PhaseRunFinished)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	rep, err := coordinator.GetReport(rctx, b, runID)
-	if err != nil {
-		fmt.Fprintf(st.Stderr, "manifold: run %s: report: %v\n", runID, err)
-		return ExitUnavailable
+	stored, handed := o.reports.take(runID)
+	rep := stored.rep
+	if !handed {
+		var err error
+		if rep, err = getReport(rctx, b, runID); err != nil {
+			fmt.Fprintf(st.Stderr, "manifold: run %s: report: %v\n", runID, err)
+			return ExitUnavailable
+		}
 	}
 	mark(ctx, PhaseReportRead)
-	if o.output == "json" {
+	switch {
+	case o.output == "json" && handed:
+		// The stored bytes are the report's encoding (MarshalReport):
+		// what writeReport would encode again from its decoded copy.
+		_ = writeReportData(st.Stdout, stored.data, true)
+	case o.output == "json":
 		_ = writeReport(st.Stdout, rep, true)
-	} else {
+	default:
 		p.summary(rep)
 		printMessage(st, o.output, rep.PostMessage)
 	}
