@@ -32,8 +32,9 @@ import (
 // entries of their own, in order (HistoryEntry.Rest).
 //
 // A batch is published when its segment ends (OutcomeBatch.Close), when
-// it holds MaxBatchOutcomes outcomes or would grow past MaxBatchBytes,
-// and BatchFlushAfter after its first outcome, so that a long resource
+// it holds MaxBatchOutcomes outcomes (OutcomeBatchOpts.Size, if fewer) or
+// would grow past MaxBatchBytes, and BatchFlushAfter after its first
+// outcome, so that a long resource
 // does not hold back the outcomes of those before it. A batch of one
 // outcome is published as that outcome alone, the message every
 // coordinator reads.
@@ -41,7 +42,7 @@ import (
 // Bounds of an outcome batch.
 const (
 	// MaxBatchOutcomes is the most outcomes one batch message carries
-	// (a segment holds at most 256 resources: one message per segment).
+	// (a segment of more resources is answered in several).
 	// A reader refuses a batch of more, with an error naming the count.
 	MaxBatchOutcomes = 256
 	// MaxBatchBytes bounds a batch message's encoded size (less when the
@@ -64,6 +65,7 @@ type OutcomeBatch struct {
 	head     []byte // the batch message up to its first outcome
 	maxBytes int
 	flushAft time.Duration
+	size     int // outcomes per batch message at most
 
 	mu      sync.Mutex
 	buf     []byte // head, then the outcomes separated by commas
@@ -81,6 +83,11 @@ type OutcomeBatchOpts struct {
 	// batch is published. Zero means BatchFlushAfter; negative, never
 	// (only the bounds and Close publish).
 	FlushAfter time.Duration
+	// Size is the most outcomes one batch message carries: up to
+	// MaxBatchOutcomes, which zero means. A worker answering a segment's
+	// members as it checks them publishes every Size outcomes, so the
+	// coordinator folds the first while the worker checks the next.
+	Size int
 }
 
 // NewOutcomeBatch returns a batch of outcomes of run runID, published
@@ -89,8 +96,12 @@ func (b *Bus) NewOutcomeBatch(ctx context.Context, runID string, opts OutcomeBat
 	run, _ := json.Marshal(runID)
 	head := append([]byte(`{"v":`+strconv.Itoa(Version)+`,"kind":"`+string(FactBatch)+`","run_id":`), run...)
 	head = append(head, `,"outcomes":[`...)
+	size := MaxBatchOutcomes
+	if opts.Size > 0 && opts.Size < MaxBatchOutcomes {
+		size = opts.Size
+	}
 	return &OutcomeBatch{b: b, ctx: ctx, subject: OutcomeSubject(runID), head: head,
-		maxBytes: min(MaxBatchBytes, b.inlineMax()), flushAft: cmp.Or(opts.FlushAfter, BatchFlushAfter)}
+		maxBytes: min(MaxBatchBytes, b.inlineMax()), flushAft: cmp.Or(opts.FlushAfter, BatchFlushAfter), size: size}
 }
 
 // Add puts an outcome, signed already, into the batch; the batch is
@@ -105,7 +116,7 @@ func (ob *OutcomeBatch) Add(o Outcome) {
 		ob.pending = append(ob.pending, &Pending{err: err})
 		return
 	}
-	if ob.n > 0 && (ob.n >= MaxBatchOutcomes || len(ob.buf)+1+len(data)+2 > ob.maxBytes) {
+	if ob.n > 0 && (ob.n >= ob.size || len(ob.buf)+1+len(data)+2 > ob.maxBytes) {
 		ob.flushLocked()
 	}
 	if len(ob.head)+len(data)+2 > ob.maxBytes {

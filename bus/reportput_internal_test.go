@@ -59,10 +59,20 @@ func countRequests(t *testing.T, srv *Server, subject string) (n *atomic.Int64, 
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	n = &atomic.Int64{}
-	_, err = nc.Subscribe(subject, func(*nats.Msg) { n.Add(1) })
+	// A synchronous subscription whose messages are only counted: every
+	// message the server routed to it before the flush's PONG is in its
+	// queue once Flush returns (an asynchronous handler might not have run
+	// yet, and the count read too low: 1 run in 40 under load).
+	sub, err := nc.SubscribeSync(subject)
 	require.NoError(t, err)
+	require.NoError(t, sub.SetPendingLimits(-1, -1))
 	require.NoError(t, nc.Flush())
-	return n, func() { require.NoError(t, nc.Flush()) }
+	return n, func() {
+		require.NoError(t, nc.Flush())
+		msgs, _, err := sub.Pending()
+		require.NoError(t, err)
+		n.Store(int64(msgs))
+	}
 }
 
 // A report PutReport stores is an object of the reports store in the

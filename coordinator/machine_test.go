@@ -139,9 +139,9 @@ func TestMachineTransitions(t *testing.T) {
 			counts: Counts{Total: 3, Changed: 1, Stable: 2},
 		},
 		{
-			name:  "manifest ordering: a segment is at most 256 resources",
-			src:   execs("manifest", 300, nil),
-			start: "dispatch 0+256@1",
+			name:  "manifest ordering: a segment is at most 1,024 resources",
+			src:   execs("manifest", 1100, nil),
+			start: "dispatch 0+1024@1",
 		},
 		{
 			name:  "require: a failed requirement skips its dependents, transitively",

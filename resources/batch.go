@@ -210,6 +210,17 @@ func (b *Batch) CheckAll(items []BatchItem, parallel int) {
 	}
 }
 
+// Decided reports whether member i's outcome needs nothing of Apply: its
+// check decided it (nothing to apply, a failure, a noop member's check), or
+// it is executed alone. While members 0 to i are all decided, each may be
+// finished, in order, before the batch's last Check and Apply: the worker
+// answers the members of a converged segment as it checks them, and
+// applies together only those from the first with something to apply on.
+func (b *Batch) Decided(i int) bool {
+	m := b.members[i]
+	return m.alone || m.done != nil
+}
+
 // Pending is how many members Apply would apply together: those whose
 // check found a change and that joined the batch. Apply does nothing
 // when it is below two.

@@ -33,6 +33,13 @@ type batchMember struct {
 	span trace.Span
 }
 
+// batchChunk is how many members of a batch executeBatch prepares and
+// checks before it answers those whose checks decided their outcomes: the
+// coordinator folds their outcomes (and the server stores their events)
+// while the worker goes on with the next members, rather than after the
+// whole segment.
+const batchChunk = 64
+
 // executeBatch executes items[k] and the items after it together when they
 // form a batch: consecutive resources of one type that converges several
 // at once (resources.Batcher: packages installed in one package-manager
@@ -42,152 +49,196 @@ type batchMember struct {
 // delivery (noop ones join: their checks are their outcomes, nothing is
 // applied). The members' checks run side by side on every core when their
 // type allows it (resources.Batch.CheckAll, resources.ConcurrentChecker:
-// files). It returns the members' outcomes in order, up to and including
-// the first failed one (or the one the worker's shutdown released), or nil
-// when items[k] starts no batch of at least two: it is then executed alone.
+// files).
+//
+// The members are prepared and checked batchChunk at a time. While every
+// member checked so far has its outcome decided by its check (converged,
+// noop, failed) it is answered at once, in order (emit), so a converged
+// segment's outcomes stream out as it goes; from the first member with
+// something to apply on, the batch is checked to its end and applied
+// together (one transaction, one pair of syncs for files), then answered.
+// emit is given each member's index in items and its outcome, in order,
+// up to and including the first failed one (or the one the worker's
+// shutdown released); it returns false to end the batch there (a cancelled
+// run, a failure ending the segment). executeBatch returns how many items
+// it answered, or 0 when items[k] starts no batch of at least two: it is
+// then executed alone.
 //
 // Each member has its own span ("execute <ref>") holding its check and
 // re-check; the batch's apply is in an "execute batch" span under the first
-// member's, linked to the others'. The batch is bound by the sum of its
-// members' timeouts, within the segment's deadline.
-func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Task, items []bus.Task, k int) []batchResult {
+// member's, linked to the others'. The batch is bound by the sum of the
+// timeouts of the resources that may join it, within the segment's
+// deadline.
+func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Task, items []bus.Task, k int, emit func(int, batchResult) bool) int {
 	n := k
 	for n < len(items) && w.mayBatch(items[n]) && items[n].Resource.Type == items[k].Resource.Type {
 		n++
 	}
 	if n-k < 2 || (!items[k].Deadline.IsZero() && time.Now().After(items[k].Deadline)) {
-		return nil
+		return 0
 	}
 	workDir, cleanup, err := w.workDir(ctx, items[k])
 	if err != nil {
-		return nil // executed alone, which reports the error
+		return 0 // executed alone, which reports the error
 	}
 	defer cleanup()
 
-	// Sized at once: a member holds its task (hundreds of bytes), and a
-	// segment of 256 grew the slice eight times.
-	members := make([]batchMember, 0, n-k)
-	var key string
-	for _, item := range items[k:n] {
-		if _, ok := w.recorded(ctx, d, item); ok {
-			break // answered from its record, not executed
-		}
-		log := w.itemLog(item, d)
-		res, env, early := w.prepareIn(item, workDir, log, environOf(ctx), segmentScopeOf(ctx))
-		if early != nil {
-			break
-		}
-		b, ok := res.(resources.Batcher)
-		w.batchTypes.Store(item.Resource.Type, ok)
-		if !ok {
-			break
-		}
-		kk, err := b.BatchKey(ctx, env)
-		if err != nil || kk == "" || (len(members) > 0 && kk != key) {
-			break
-		}
-		key = kk
-		members = append(members, batchMember{item: item, res: b, env: env, log: log})
-		if w.assign != nil { // a task of an assignment's run: watch its paths after, as execute does
-			defer w.assign.executing(item)(res)
-		}
-	}
-	if len(members) < 2 {
-		return nil
-	}
-	if w.assign != nil { // tasks of an assignment's run: kept for its plan, as execute does
-		for _, m := range members {
-			w.assign.collect(m.item)
-		}
-	}
-
 	start := time.Now()
 	var total time.Duration
-	for _, m := range members {
-		total += m.item.Timeout()
+	for _, item := range items[k:n] {
+		total += item.Timeout()
 	}
 	deadline := start.Add(total)
-	if dl := members[0].item.Deadline; !dl.IsZero() && dl.Before(deadline) {
+	if dl := items[k].Deadline; !dl.IsZero() && dl.Before(deadline) {
 		deadline = dl
 	}
 	execCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	execCtx, cancelDeadline := context.WithDeadlineCause(execCtx, deadline, fmt.Errorf("timed out after %s (a batch of %d resources)", total, len(members)))
+	execCtx, cancelDeadline := context.WithDeadlineCause(execCtx, deadline, fmt.Errorf("timed out after %s (a batch of up to %d resources)", total, n-k))
 	defer cancelDeadline()
 	// Its members' diffs judge each directory's "readable by others" once
 	// (no member changes a directory: a directory resource is executed
 	// alone, ending the batch).
 	execCtx = safefs.WithReach(execCtx, safefs.NewReach())
-
-	// ctxs[i] is member i's span in the batch's execution context.
-	ctxs := make([]context.Context, len(members))
-	refs := make([]string, len(members))
-	links := make([]trace.Link, len(members))
-	for i := range members {
-		m := &members[i]
-		w.metrics.started(m.item.Pool, d.Attempt)
-		m.span = w.startSpan(itemTrace(d, task, k+i), m.item, d.Attempt)
-		m.span.SetAttributes(attribute.String("manifold.batch.key", key), attribute.Int("manifold.batch.size", len(members)))
-		if m.log.Enabled(ctx, slog.LevelError) {
-			m.log = withSpan(m.log, m.span.SpanContext())
-			m.env.Logger = m.log
-		}
-		ctxs[i] = trace.ContextWithSpan(execCtx, m.span)
-		untrack := w.trackCancel(m.item, cancel)
-		defer untrack()
-		refs[i] = m.item.Resource.Ref()
-		links[i] = trace.Link{SpanContext: m.span.SpanContext()}
-	}
-
 	// The checks apply nothing (nor does anything in noop): owner and
 	// group names resolve against one look at /etc/passwd and /etc/group
 	// (ids.Snapshot), not a stat of each per file. Applies and re-checks
 	// look again, after the batch may have changed an account database.
-	// The checks of a segment's files run on every core
-	// (resources.Batch.CheckAll): while the worker checks, the
-	// coordinator and the server wait for its outcomes.
 	snap := ids.NewSnapshot()
-	var batch resources.Batch
-	checks := make([]resources.BatchItem, len(members))
-	for i, m := range members {
-		checks[i] = resources.BatchItem{Ctx: ids.WithSnapshot(ctxs[i], snap), Res: m.res, Env: m.env}
-		if m.item.Noop {
-			ctxs[i] = checks[i].Ctx
-		}
-	}
-	batch.CheckAll(checks, runtime.GOMAXPROCS(0))
-	if batch.Pending() >= 2 {
-		// Only a batch with something to apply has a transaction (a
-		// converged segment of files has none).
-		txCtx, txSpan := w.tracer.Start(ctxs[0], "execute batch", trace.WithLinks(links...), trace.WithAttributes(
-			attribute.String("manifold.batch.key", key), attribute.StringSlice("manifold.batch.refs", refs)))
-		if err := batch.Apply(txCtx); err != nil {
-			txSpan.SetStatus(codes.Error, err.Error())
-			members[0].log.Warn("batch failed; each resource is applied alone", "batch", key, "resources", refs, "error", err)
-		}
-		txSpan.End()
-	}
 
-	results := make([]batchResult, 0, len(members))
-	for i, m := range members {
+	// Sized at once: a member holds its task (hundreds of bytes), and a
+	// segment of 256 grew the slice eight times.
+	members := make([]batchMember, 0, n-k)
+	ctxs := make([]context.Context, 0, n-k) // member i's span in the batch's execution context
+	var (
+		key       string
+		batch     resources.Batch
+		next      = k // the next item to prepare
+		answered  = 0 // members answered
+		streaming = true
+	)
+	// answer finishes member i and hands its outcome to emit; false ends
+	// the batch (the members after it are not run in it).
+	answer := func(i int) bool {
+		m := members[i]
+		m.span.SetAttributes(attribute.Int("manifold.batch.size", len(members)))
 		o := taskOutcome(execCtx, batch.Finish(ctxs[i], i))
 		w.afterExecute(ctxs[i], m.item, m.env, &o, m.log) // as execute does: register_when_stable, the fleet view
 		o, released := w.settle(ctx, d, m.item, m.span, o, start, m.log)
-		results = append(results, batchResult{outcome: o, released: released, log: m.log})
-		if released || o.Status == bus.TaskFailed {
-			// The rest are not executed in this batch: the segment goes on
-			// with them (in a batch of their own), or ends and the
-			// coordinator takes them back.
-			for _, rest := range members[i+1:] {
-				rest.span.SetAttributes(attribute.String("manifold.status", "not run"))
-				rest.span.AddEvent("not run in this batch: " + m.item.Resource.Ref() + " failed before it")
-				rest.span.End()
-				w.metrics.notRun(rest.item.Pool)
+		answered++
+		return emit(k+i, batchResult{outcome: o, released: released, log: m.log}) && !released && o.Status != bus.TaskFailed
+	}
+	// notRun ends the spans of the members after the last answered.
+	notRun := func() int {
+		if answered == 0 {
+			return 0
+		}
+		last := members[answered-1].item.Resource.Ref()
+		for _, rest := range members[answered:] {
+			// The segment goes on with them (in a batch of their own), or
+			// ends and the coordinator takes them back.
+			rest.span.SetAttributes(attribute.String("manifold.status", "not run"))
+			rest.span.AddEvent("not run in this batch: " + last + " ended it")
+			rest.span.End()
+			w.metrics.notRun(rest.item.Pool)
+		}
+		return answered
+	}
+	for next < n {
+		first := len(members)
+		for next < n && len(members)-first < batchChunk {
+			item := items[next]
+			if _, ok := w.recorded(ctx, d, item); ok {
+				n = next // answered from its record, not executed
+				break
 			}
+			log := w.itemLog(item, d)
+			res, env, early := w.prepareIn(item, workDir, log, environOf(ctx), segmentScopeOf(ctx))
+			if early != nil {
+				n = next
+				break
+			}
+			b, ok := res.(resources.Batcher)
+			w.batchTypes.Store(item.Resource.Type, ok)
+			if !ok {
+				n = next
+				break
+			}
+			kk, err := b.BatchKey(ctx, env)
+			if err != nil || kk == "" || (len(members) > 0 && kk != key) {
+				n = next
+				break
+			}
+			key = kk
+			members = append(members, batchMember{item: item, res: b, env: env, log: log})
+			if w.assign != nil { // a task of an assignment's run: watch its paths after, as execute does
+				defer w.assign.executing(item)(res)
+			}
+			next++
+		}
+		if len(members) < 2 {
+			return 0
+		}
+		fresh := members[first:]
+		checks := make([]resources.BatchItem, len(fresh))
+		for j := range fresh {
+			m := &fresh[j]
+			if w.assign != nil { // tasks of an assignment's run: kept for its plan, as execute does
+				w.assign.collect(m.item)
+			}
+			w.metrics.started(m.item.Pool, d.Attempt)
+			m.span = w.startSpan(itemTrace(d, task, k+first+j), m.item, d.Attempt)
+			m.span.SetAttributes(attribute.String("manifold.batch.key", key))
+			if m.log.Enabled(ctx, slog.LevelError) {
+				m.log = withSpan(m.log, m.span.SpanContext())
+				m.env.Logger = m.log
+			}
+			mctx := trace.ContextWithSpan(execCtx, m.span)
+			untrack := w.trackCancel(m.item, cancel)
+			defer untrack()
+			checks[j] = resources.BatchItem{Ctx: ids.WithSnapshot(mctx, snap), Res: m.res, Env: m.env}
+			if m.item.Noop {
+				mctx = checks[j].Ctx
+			}
+			ctxs = append(ctxs, mctx)
+		}
+		// The checks of a segment's files run on every core
+		// (resources.Batch.CheckAll): while the worker checks, the
+		// coordinator and the server wait for its outcomes.
+		batch.CheckAll(checks, runtime.GOMAXPROCS(0))
+		for streaming && answered < len(members) {
+			if !batch.Decided(answered) {
+				streaming = false // something to apply: the rest is checked, then applied together
+				break
+			}
+			if !answer(answered) {
+				return notRun()
+			}
+		}
+	}
+	if batch.Pending() >= 2 {
+		// Only a batch with something to apply has a transaction (a
+		// converged segment of files has none).
+		refs := make([]string, 0, len(members)-answered)
+		links := make([]trace.Link, 0, len(members)-answered)
+		for _, m := range members[answered:] {
+			refs = append(refs, m.item.Resource.Ref())
+			links = append(links, trace.Link{SpanContext: m.span.SpanContext()})
+		}
+		txCtx, txSpan := w.tracer.Start(ctxs[answered], "execute batch", trace.WithLinks(links...), trace.WithAttributes(
+			attribute.String("manifold.batch.key", key), attribute.StringSlice("manifold.batch.refs", refs)))
+		if err := batch.Apply(txCtx); err != nil {
+			txSpan.SetStatus(codes.Error, err.Error())
+			members[answered].log.Warn("batch failed; each resource is applied alone", "batch", key, "resources", refs, "error", err)
+		}
+		txSpan.End()
+	}
+	for answered < len(members) {
+		if !answer(answered) {
 			break
 		}
 	}
-	return results
+	return notRun()
 }
 
 // mayBatch reports whether item may join a batch, before its resource is

@@ -119,14 +119,42 @@ func (w *Worker) handleIn(ctx context.Context, d *bus.Delivery, keep *handlerCac
 	var pending []*bus.Pending
 	var batch *bus.OutcomeBatch // the segment's outcomes, when its coordinator reads batches
 	if task.BatchOutcomes && len(items) > 1 {
-		batch = w.bus.NewOutcomeBatch(final, task.RunID, bus.OutcomeBatchOpts{})
+		batch = w.bus.NewOutcomeBatch(final, task.RunID, bus.OutcomeBatchOpts{Size: batchChunk})
 	}
-	var ahead []batchResult // outcomes of items[k:] executed ahead in a batch
 	ended := map[int]bool{} // tasks of the segment that failed or were skipped
-	for k, item := range items {
-		if k > 0 && (endsBefore(task.Segment[k-1], ended) || w.runCancelled(task)) {
+	released := false       // the worker is stopping: the whole task goes to another worker
+	// answer ends item with its outcome: the refresh debt settled, the
+	// outcome recorded and published. It reports whether the segment goes
+	// on after it.
+	answer := func(item bus.Task, o bus.Outcome, rel bool, ilog *slog.Logger) bool {
+		if rel {
+			if batch != nil {
+				batch.Close() // what finished is told, unwaited, as single outcomes would be
+			}
+			released = true
+			return false
+		}
+		if err := w.debts.settle(final, item, o); err != nil {
+			ilog.Error("refresh debt not recorded", "error", err)
+		}
+		pending = append(pending, w.record(final, item, o, ilog, batch)...)
+		if o.Status == bus.TaskFailed || o.Status == bus.TaskSkipped {
+			ended[item.Task] = true
+			if !task.ContinueAfterFailure || o.Status == bus.TaskFailed && item.Attempt <= item.Resource.Retry {
+				return false // the coordinator takes the rest back and decides on them again
+			}
+		}
+		return true
+	}
+	// endsAt reports whether the segment ends before items[k].
+	endsAt := func(k int) bool {
+		return k > 0 && (endsBefore(task.Segment[k-1], ended) || w.runCancelled(task))
+	}
+	for k := 0; k < len(items); {
+		if endsAt(k) {
 			break // the coordinator takes the rest back and skips the requirers
 		}
+		item := items[k]
 		traceCtx := itemTrace(d, task, k)
 		if k > 0 {
 			// Each resource of a segment has its own bound, within the
@@ -139,37 +167,28 @@ func (w *Worker) handleIn(ctx context.Context, d *bus.Delivery, keep *handlerCac
 				item.Deadline = dl
 			}
 		}
-		if len(ahead) == 0 {
-			ahead = w.executeBatch(ctx, d, task, items, k)
-		}
-		var (
-			o        bus.Outcome
-			released bool
-			ilog     *slog.Logger
-		)
-		if len(ahead) > 0 {
+		goesOn := true
+		n := w.executeBatch(ctx, d, task, items, k, func(i int, r batchResult) bool {
+			if i > k && endsAt(i) {
+				goesOn = false
+				return false
+			}
 			// The batch built the member's logger already.
-			o, released, ilog, ahead = ahead[0].outcome, ahead[0].released, ahead[0].log, ahead[1:]
-		} else {
-			ilog = w.itemLog(item, d)
-			o, released = w.handleOne(ctx, traceCtx, d, item, ilog)
+			goesOn = answer(items[i], r.outcome, r.released, r.log)
+			return goesOn
+		})
+		if n == 0 {
+			ilog := w.itemLog(item, d)
+			o, rel := w.handleOne(ctx, traceCtx, d, item, ilog)
+			n, goesOn = 1, answer(item, o, rel, ilog)
 		}
 		if released {
-			if batch != nil {
-				batch.Close() // what finished is told, unwaited, as single outcomes would be
-			}
-			return // the worker is stopping: the whole task goes to another worker
+			return
 		}
-		if err := w.debts.settle(final, item, o); err != nil {
-			ilog.Error("refresh debt not recorded", "error", err)
+		if !goesOn {
+			break
 		}
-		pending = append(pending, w.record(final, item, o, ilog, batch)...)
-		if o.Status == bus.TaskFailed || o.Status == bus.TaskSkipped {
-			ended[item.Task] = true
-			if !task.ContinueAfterFailure || o.Status == bus.TaskFailed && item.Attempt <= item.Resource.Retry {
-				break // the coordinator takes the rest back and decides on them again
-			}
-		}
+		k += n
 	}
 	if batch != nil {
 		pending = append(pending, batch.Close()...)
