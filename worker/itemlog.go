@@ -10,6 +10,13 @@ import (
 	"github.com/manifold-run/manifold/bus"
 )
 
+// newItemHandler is the log handler of item, delivered for the deliv-th
+// time, over base.
+func newItemHandler(base slog.Handler, item *bus.Task, deliv int) *itemHandler {
+	return &itemHandler{base: base, runID: item.RunID, typ: item.Resource.Type, name: item.Resource.Name,
+		manifest: item.Manifest, attempt: item.Attempt, deliv: deliv}
+}
+
 // itemHandler is the log handler of one resource of a task: the base
 // handler with the resource's attributes (run, resource, manifest,
 // attempt, delivery and, once its span started, trace and span IDs),
@@ -17,9 +24,11 @@ import (
 // converged run log nothing at the worker's level, and adding attributes
 // to a handler formats them (slog's Logger.With), twice per resource.
 type itemHandler struct {
-	base  slog.Handler
-	item  bus.Task
-	deliv int
+	base slog.Handler
+	// What the attributes are made of: the fields of the resource's
+	// task they name, not the whole task (hundreds of bytes a resource).
+	runID, typ, name, manifest string
+	attempt, deliv             int
 
 	mu      sync.Mutex
 	span    trace.SpanContext // set by setSpan
@@ -59,8 +68,8 @@ func (h *itemHandler) handler() slog.Handler {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.h == nil {
-		attrs := []slog.Attr{slog.String("run_id", h.item.RunID), slog.String("resource", h.item.Resource.Ref()),
-			slog.String("manifest", h.item.Manifest), slog.Int("attempt", h.item.Attempt), slog.Int("delivery", h.deliv)}
+		attrs := []slog.Attr{slog.String("run_id", h.runID), slog.String("resource", h.typ+"#"+h.name),
+			slog.String("manifest", h.manifest), slog.Int("attempt", h.attempt), slog.Int("delivery", h.deliv)}
 		if h.hasSpan {
 			attrs = append(attrs, spanAttrs(h.span)...)
 		}

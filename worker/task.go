@@ -245,7 +245,7 @@ func itemTrace(d *bus.Delivery, task bus.Task, k int) context.Context {
 // itemLog is the logger of one resource of a task.
 // Its attributes are formatted only if it logs (itemHandler).
 func (w *Worker) itemLog(item bus.Task, d *bus.Delivery) *slog.Logger {
-	return slog.New(&itemHandler{base: w.log.Handler(), item: item, deliv: d.Attempt})
+	return slog.New(newItemHandler(w.log.Handler(), &item, d.Attempt))
 }
 
 // handleOne executes one resource of a task, or answers it from its

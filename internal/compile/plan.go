@@ -201,7 +201,7 @@ func compileManifest(m *schemas.Manifest, o Opts) (*Plan, error) {
 	if err := schemas.CheckReferencesWith(m, o.external(lt)); err != nil {
 		return nil, err
 	}
-	if errs := checkProperties(m, o.scope(data).Reusable(), func(err error) bool { return o.later(lt, err) }); len(errs) > 0 {
+	if errs := checkProperties(m, o.scope(data), len(files) > 0, func(err error) bool { return o.later(lt, err) }); len(errs) > 0 {
 		return nil, errs
 	}
 	p := graph(m, data)
