@@ -167,44 +167,68 @@ const minConcurrentChecks = 16
 // checked for nothing: it is executed alone by Finish, as with Check, and
 // checked again there.
 func (b *Batch) CheckAll(items []BatchItem, parallel int) {
+	b.AddChecked(items, Precheck(items, parallel))
+}
+
+// Prechecks are the checks Precheck ran ahead of the items' turn.
+type Prechecks struct {
+	pre []*prechecked // by item; nil: none ran ahead
+}
+
+// Precheck runs ahead, on up to parallel goroutines, the checks of the
+// items whose type is a ConcurrentChecker and that may join a batch; it
+// touches no Batch, so it may run while the Batch's earlier members are
+// finished (Finish) on another goroutine. AddChecked then adds the items
+// with those checks.
+func Precheck(items []BatchItem, parallel int) Prechecks {
 	for i := range items {
 		if items[i].Env == nil {
 			items[i].Env = &Env{}
 		}
 	}
-	var pre []*prechecked // by item, when checked ahead
 	var idx []int
 	for i, it := range items {
 		if cc, ok := it.Res.(ConcurrentChecker); ok && cc.ConcurrentCheck() && joins(it.Res, it.Env) {
 			idx = append(idx, i)
 		}
 	}
-	if parallel > 1 && len(idx) >= minConcurrentChecks {
-		checks := make([]prechecked, len(idx))
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range min(parallel, len(idx)) {
-			wg.Go(func() {
-				for {
-					k := int(next.Add(1)) - 1
-					if k >= len(idx) {
-						return
-					}
-					it := items[idx[k]]
-					checks[k].check, checks[k].done = checkMember(it.Ctx, it.Res, it.Env)
-				}
-			})
-		}
-		wg.Wait()
-		pre = make([]*prechecked, len(items))
-		for k, i := range idx {
-			pre[i] = &checks[k]
-		}
+	if parallel < 2 || len(idx) < minConcurrentChecks {
+		return Prechecks{}
 	}
+	checks := make([]prechecked, len(idx))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(parallel, len(idx)) {
+		wg.Go(func() {
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= len(idx) {
+					return
+				}
+				it := items[idx[k]]
+				checks[k].check, checks[k].done = checkMember(it.Ctx, it.Res, it.Env)
+			}
+		})
+	}
+	wg.Wait()
+	pre := make([]*prechecked, len(items))
+	for k, i := range idx {
+		pre[i] = &checks[k]
+	}
+	return Prechecks{pre: pre}
+}
+
+// AddChecked adds items to the batch as Check would, one after the other,
+// with the checks pre ran ahead (Precheck of these very items); an item
+// without one is checked now.
+func (b *Batch) AddChecked(items []BatchItem, pre Prechecks) {
 	for i, it := range items {
+		if it.Env == nil {
+			it.Env = &Env{}
+		}
 		var p *prechecked
-		if pre != nil {
-			p = pre[i]
+		if pre.pre != nil {
+			p = pre.pre[i]
 		}
 		b.add(it.Ctx, it.Res, it.Env, p)
 	}

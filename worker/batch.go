@@ -51,12 +51,14 @@ const batchChunk = 64
 // type allows it (resources.Batch.CheckAll, resources.ConcurrentChecker:
 // files).
 //
-// The members are prepared and checked batchChunk at a time. While every
-// member checked so far has its outcome decided by its check (converged,
-// noop, failed) it is answered at once, in order (emit), so a converged
-// segment's outcomes stream out as it goes; from the first member with
-// something to apply on, the batch is checked to its end and applied
-// together (one transaction, one pair of syncs for files), then answered.
+// The members are prepared and checked batchChunk at a time, a chunk's
+// checks running (on every core) while this goroutine answers the chunk
+// before it and prepares the one after. While every member checked so far
+// has its outcome decided by its check (converged, noop, failed) it is
+// answered at once, in order (emit), so a converged segment's outcomes
+// stream out as it goes; from the first member with something to apply
+// on, the batch is checked to its end and applied together (one
+// transaction, one pair of syncs for files), then answered.
 // emit is given each member's index in items and its outcome, in order,
 // up to and including the first failed one (or the one the worker's
 // shutdown released); it returns false to end the batch there (a cancelled
@@ -144,7 +146,41 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 		}
 		return answered
 	}
-	for next < n {
+	// The checks of a chunk run (resources.Precheck, on every core) while
+	// this goroutine answers the chunk before it and prepares the one
+	// after: fly is the chunk whose checks are under way, added to the
+	// batch (land) once they ended, before the next is launched.
+	type flight struct {
+		checks []resources.BatchItem
+		pre    resources.Prechecks
+		done   chan struct{}
+	}
+	var fly *flight
+	added := 0 // members added to the batch
+	land := func() {
+		if fly == nil {
+			return
+		}
+		<-fly.done
+		batch.AddChecked(fly.checks, fly.pre)
+		added += len(fly.checks)
+		fly = nil
+	}
+	// stream answers the added members whose checks decided their
+	// outcomes, in order; false when the batch ends there.
+	stream := func() bool {
+		for streaming && answered < added {
+			if !batch.Decided(answered) {
+				streaming = false // something to apply: the rest is checked, then applied together
+				break
+			}
+			if !answer(answered) {
+				return false
+			}
+		}
+		return true
+	}
+	for {
 		first := len(members)
 		for next < n && len(members)-first < batchChunk {
 			item := items[next]
@@ -177,7 +213,7 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 			next++
 		}
 		if len(members) < 2 {
-			return 0
+			return 0 // only before any check was launched
 		}
 		fresh := members[first:]
 		checks := make([]resources.BatchItem, len(fresh))
@@ -202,18 +238,23 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 			}
 			ctxs = append(ctxs, mctx)
 		}
-		// The checks of a segment's files run on every core
-		// (resources.Batch.CheckAll): while the worker checks, the
-		// coordinator and the server wait for its outcomes.
-		batch.CheckAll(checks, runtime.GOMAXPROCS(0))
-		for streaming && answered < len(members) {
-			if !batch.Decided(answered) {
-				streaming = false // something to apply: the rest is checked, then applied together
-				break
+		land()
+		if len(checks) > 0 {
+			f := &flight{checks: checks, done: make(chan struct{})}
+			go func() {
+				defer close(f.done)
+				f.pre = resources.Precheck(f.checks, runtime.GOMAXPROCS(0))
+			}()
+			fly = f
+		}
+		if !stream() {
+			if fly != nil {
+				<-fly.done // its members' spans are ended below
 			}
-			if !answer(answered) {
-				return notRun()
-			}
+			return notRun()
+		}
+		if fly == nil {
+			break // every member prepared is in the batch
 		}
 	}
 	if batch.Pending() >= 2 {
