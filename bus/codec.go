@@ -62,8 +62,9 @@ type decoder struct {
 }
 
 // maxSegmentItems bounds the room made for a segment's items before they
-// are read (a coordinator sends at most 256 resources a segment).
-const maxSegmentItems = 256
+// are read (a coordinator sends at most 1,024 resources a segment in
+// manifest ordering: room for 256 grew the slice three times more).
+const maxSegmentItems = 1024
 
 // maxInterned is the longest string kept in decoder.strs.
 const maxInterned = 32
