@@ -3,6 +3,7 @@ package coordinator
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -39,18 +40,69 @@ func (a *api) addConverge(ctx context.Context) error {
 		}
 		a.inflight.Add(1)
 		a.mu.Unlock()
+		reply := detach(req, a.c.bus.Conn())
 		go func() {
 			defer a.inflight.Done()
 			v, apiErr := a.converge(ctx, req)
 			if apiErr != nil {
-				respondError(req, apiErr)
+				respondError(reply, apiErr)
 				return
 			}
-			if err := req.RespondJSON(v); err != nil {
+			if err := reply.RespondJSON(v); err != nil {
 				a.c.log.Warn("api: converge reply not sent", "subject", req.Subject(), "error", err)
 			}
 		}()
 	}), micro.WithEndpointSubject(bus.SubjectConvergeAll))
+}
+
+// detachedRequest answers a request after its handler returned. micro's
+// request keeps its reply's error for the endpoint's statistics, which
+// the service reads as the handler returns: a reply sent from another
+// goroutine raced with that read (go test -race). Its replies are
+// published on the request's reply subject as micro's are, headers
+// included; they are not counted in the endpoint's statistics.
+type detachedRequest struct {
+	micro.Request
+	nc    *nats.Conn
+	reply string
+}
+
+// detach returns req answered through nc once its handler returned.
+func detach(req micro.Request, nc *nats.Conn) micro.Request {
+	return detachedRequest{Request: req, nc: nc, reply: req.Reply()}
+}
+
+func (r detachedRequest) publish(msg *nats.Msg, opts []micro.RespondOpt) error {
+	if r.reply == "" {
+		return nats.ErrMsgNoReply
+	}
+	msg.Subject = r.reply
+	for _, opt := range opts {
+		opt(msg)
+	}
+	return r.nc.PublishMsg(msg)
+}
+
+// Respond implements micro.Request.
+func (r detachedRequest) Respond(data []byte, opts ...micro.RespondOpt) error {
+	return r.publish(&nats.Msg{Data: data}, opts)
+}
+
+// RespondJSON implements micro.Request.
+func (r detachedRequest) RespondJSON(v any, opts ...micro.RespondOpt) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return micro.ErrMarshalResponse
+	}
+	return r.Respond(data, opts...)
+}
+
+// Error implements micro.Request.
+func (r detachedRequest) Error(code, description string, data []byte, opts ...micro.RespondOpt) error {
+	if code == "" || description == "" {
+		return fmt.Errorf("%w: error code and description", micro.ErrArgRequired)
+	}
+	return r.publish(&nats.Msg{Data: data, Header: nats.Header{micro.ErrorHeader: {description}, micro.ErrorCodeHeader: {code}}}, opts)
 }
 
 // workerEntry is what a convergence request needs of a worker's entry in
