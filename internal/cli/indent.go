@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 )
 
 // indentJSON appends src, a compact JSON document (no whitespace outside
@@ -15,6 +17,7 @@ import (
 // (its 5.3 MB), against some 5 ms here.
 func indentJSON(dst *bytes.Buffer, src []byte) error {
 	start := dst.Len()
+	dst.Grow(len(src) + len(src)/3)
 	if !indentCompact(dst, src) {
 		dst.Truncate(start)
 		return json.Indent(dst, src, "", "  ")
@@ -22,10 +25,50 @@ func indentJSON(dst *bytes.Buffer, src []byte) error {
 	return nil
 }
 
+// writeIndentedJSON writes src indented as indentJSON does, and a
+// newline, to w through a buffer of indentChunk bytes: a 20,000-resource
+// report (7.7 MB indented) is never whole in memory twice, and its
+// first bytes reach a reader while the rest is indented. A first pass
+// that writes nothing tells whether the fast path will take src whole,
+// so nothing is written of a document it would give up half way
+// (json.Indent, which validates, indents that one into memory first).
+func writeIndentedJSON(w io.Writer, src []byte) error {
+	if !indentCompact(discard{}, src) {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, src, "", "  "); err != nil {
+			return err
+		}
+		buf.WriteByte('\n')
+		_, err := w.Write(buf.Bytes())
+		return err
+	}
+	bw := bufio.NewWriterSize(w, indentChunk)
+	indentCompact(bw, src)
+	_ = bw.WriteByte('\n')
+	return bw.Flush()
+}
+
+// indentChunk is the most writeIndentedJSON holds before writing.
+const indentChunk = 256 << 10
+
+// jsonSink is where indentCompact writes: a bytes.Buffer, a
+// bufio.Writer, or discard.
+type jsonSink interface {
+	Write([]byte) (int, error)
+	WriteByte(byte) error
+	WriteString(string) (int, error)
+}
+
+// discard is a jsonSink that keeps nothing: indentCompact's dry run.
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error)       { return len(p), nil }
+func (discard) WriteByte(byte) error              { return nil }
+func (discard) WriteString(s string) (int, error) { return len(s), nil }
+
 // indentCompact is indentJSON's fast path; false when src is not compact
-// JSON it can indent.
-func indentCompact(dst *bytes.Buffer, src []byte) bool {
-	dst.Grow(len(src) + len(src)/3)
+// JSON it can indent (what it wrote to dst is then to be dropped).
+func indentCompact(dst jsonSink, src []byte) bool {
 	depth := 0
 	// nl holds a newline and the indentation of depth levels.
 	nl := []byte("\n                                ")

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -132,4 +133,55 @@ func BenchmarkIndentReport(b *testing.B) {
 			_ = json.Indent(&buf, src, "", "  ")
 		}
 	})
+}
+
+// smallWrites records each write it is given.
+type smallWrites struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *smallWrites) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+// writeIndentedJSON writes what indentJSON makes, and a newline, in
+// chunks of at most indentChunk bytes; a document the fast path gives up
+// on half way (whitespace, unbalanced) is indented by json.Indent before
+// anything is written, and an invalid one writes nothing.
+func TestWriteIndentedJSONStreamsWhatIndentJSONMakes(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 500 {
+		src, err := json.Marshal(randomValue(r, 0))
+		require.NoError(t, err)
+		var got smallWrites
+		require.NoError(t, writeIndentedJSON(&got, src))
+		require.Equal(t, string(stdIndent(t, src))+"\n", got.String(), "document %d: %s", i, src)
+	}
+
+	// A report of 20,000 resources: written in chunks, the same bytes.
+	rep := &coordinator.Report{RunID: "r1", Manifest: "m.yaml", Status: coordinator.RunSucceeded}
+	for i := range 20_000 {
+		rep.Resources = append(rep.Resources, coordinator.ResourceReport{Ref: fmt.Sprintf("file#/f%d", i), Type: "file",
+			Name: fmt.Sprintf("/f%d", i), Status: "stable", Message: `a "quoted" \ message`})
+	}
+	src, err := coordinator.MarshalReport(rep)
+	require.NoError(t, err)
+	var got smallWrites
+	require.NoError(t, writeIndentedJSON(&got, src))
+	require.Equal(t, string(stdIndent(t, src))+"\n", got.String())
+	require.Greater(t, got.writes, got.Len()/indentChunk, "written in chunks")
+
+	for _, doc := range []string{`{"a": [1, 2]}`, `{"a":[1,2],"b":"x"} `} {
+		var got smallWrites
+		require.NoError(t, writeIndentedJSON(&got, []byte(doc)))
+		require.Equal(t, string(stdIndent(t, []byte(doc)))+"\n", got.String())
+		require.Equal(t, 1, got.writes)
+	}
+	for _, doc := range []string{`{"a":[1,2]`, `{"a":"unterminated}`, `]`, `{"a":[1,2]]}`, `{"a":{"b":[1,2}}`} {
+		var got smallWrites
+		require.Error(t, writeIndentedJSON(&got, []byte(doc)), doc)
+		require.Zero(t, got.Len(), "nothing written of %s", doc)
+	}
 }
