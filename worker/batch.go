@@ -102,6 +102,10 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 	// (no member changes a directory: a directory resource is executed
 	// alone, ending the batch).
 	execCtx = safefs.WithReach(execCtx, safefs.NewReach())
+	// Its members share one cancellation (a run cancelled cancels them
+	// all), registered once for the batch rather than once a member.
+	untrack := w.trackCancel(items[k], cancel)
+	defer untrack()
 	// The checks apply nothing (nor does anything in noop): owner and
 	// group names resolve against one look at /etc/passwd and /etc/group
 	// (ids.Snapshot), not a stat of each per file. Applies and re-checks
@@ -230,8 +234,6 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 				m.env.Logger = m.log
 			}
 			mctx := trace.ContextWithSpan(execCtx, m.span)
-			untrack := w.trackCancel(m.item, cancel)
-			defer untrack()
 			checks[j] = resources.BatchItem{Ctx: ids.WithSnapshot(mctx, snap), Res: m.res, Env: m.env}
 			if m.item.Noop {
 				mctx = checks[j].Ctx

@@ -88,8 +88,18 @@ func debtKey(manifest, ref string) string { return "refresh\x00" + manifest + "\
 func (d *debts) owes(task bus.Task) (debt, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if len(d.owed) == 0 {
+		return debt{}, false // nearly always: no key made for every resource
+	}
 	v, ok := d.owed[debtKey(task.Manifest, task.Resource.Ref())]
 	return v, ok
+}
+
+// none reports whether no refresh is owed at all.
+func (d *debts) none() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.owed) == 0
 }
 
 // settle records what task's outcome o means for the debts: its
@@ -98,6 +108,9 @@ func (d *debts) owes(task bus.Task) (debt, bool) {
 func (d *debts) settle(ctx context.Context, task bus.Task, o bus.Outcome) error {
 	if task.Noop || task.HealthCheckOnly {
 		return nil
+	}
+	if (o.Status != bus.TaskChanged || len(task.Subscribers) == 0) && d.none() {
+		return nil // nothing to owe, nothing to pay
 	}
 	ref := task.Resource.Ref()
 	if o.Status == bus.TaskChanged {

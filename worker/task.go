@@ -474,7 +474,6 @@ func (w *Worker) prepare(task bus.Task, workDir string, log *slog.Logger) (resou
 // template scope (nil: one of its own).
 func (w *Worker) prepareIn(task bus.Task, workDir string, log *slog.Logger, env map[string]string, seg *segmentScope) (resources.Resource, *resources.Env, *bus.Outcome) {
 	end := func(o bus.Outcome) (resources.Resource, *resources.Env, *bus.Outcome) { return nil, nil, &o }
-	ref := task.Resource.Ref()
 	// file(), template() and jet() read relative to the manifest's
 	// directory in the bundle.
 	scope := seg.scope(template.Scope{Data: task.Data, Facts: w.facts(), Environ: env, Dir: workDir,
@@ -482,7 +481,7 @@ func (w *Worker) prepareIn(task bus.Task, workDir string, log *slog.Logger, env 
 	if c := task.Resource.Control; c != nil {
 		run, why, err := control(c.If, c.Unless, scope)
 		if err != nil {
-			return end(failOutcome("%s: control: %v", ref, err))
+			return end(failOutcome("%s: control: %v", task.Resource.Ref(), err))
 		}
 		if !run {
 			return end(bus.Outcome{Status: bus.TaskSkipped, Message: why})
@@ -490,7 +489,7 @@ func (w *Worker) prepareIn(task bus.Task, workDir string, log *slog.Logger, env 
 	}
 	checks, err := resources.ParseHealthChecks(task.Resource.HealthChecks, scope)
 	if err != nil {
-		return end(failOutcome("%s: health_checks: %v", ref, err))
+		return end(failOutcome("%s: health_checks: %v", task.Resource.Ref(), err))
 	}
 	if task.HealthCheckOnly && len(checks) == 0 {
 		return end(bus.Outcome{Status: bus.TaskStable, Message: "health-check-only: resource not checked (no health checks declared)"})
