@@ -188,7 +188,7 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 		first := len(members)
 		for next < n && len(members)-first < batchChunk {
 			item := items[next]
-			if _, ok := w.recorded(ctx, d, item); ok {
+			if _, ok := w.recorded(ctx, d, &items[next]); ok {
 				n = next // answered from its record, not executed
 				break
 			}

@@ -251,7 +251,7 @@ func (w *Worker) itemLog(item bus.Task, d *bus.Delivery) *slog.Logger {
 // handleOne executes one resource of a task, or answers it from its
 // record. released is true when the worker's shutdown interrupted it.
 func (w *Worker) handleOne(ctx, traceCtx context.Context, d *bus.Delivery, task bus.Task, log *slog.Logger) (o bus.Outcome, released bool) {
-	if o, ok := w.recorded(ctx, d, task); ok {
+	if o, ok := w.recorded(ctx, d, &task); ok {
 		o.Replayed, o.Delivery = true, d.Attempt
 		log.Info("redelivered task answered from its recorded outcome", "status", o.Status)
 		return o, false
@@ -274,11 +274,11 @@ func (w *Worker) handleOne(ctx, traceCtx context.Context, d *bus.Delivery, task 
 // any. Only a message delivered before, or published again by a resuming
 // coordinator, can have one: a first delivery is executed without a lookup
 // (a round trip per resource).
-func (w *Worker) recorded(ctx context.Context, d *bus.Delivery, task bus.Task) (o bus.Outcome, ok bool) {
+func (w *Worker) recorded(ctx context.Context, d *bus.Delivery, task *bus.Task) (o bus.Outcome, ok bool) {
 	if d.Attempt <= 1 && !task.Resumed {
 		return o, false
 	}
-	e, err := w.bus.Results().Get(ctx, resultKey(task))
+	e, err := w.bus.Results().Get(ctx, resultKey(*task))
 	if err != nil || json.Unmarshal(e.Value, &o) != nil {
 		return o, false
 	}
