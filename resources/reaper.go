@@ -44,28 +44,46 @@ func EnableReaper(exe string) {
 func reaperNote(sign byte, pgid int) {
 	reaperMu.Lock()
 	defer reaperMu.Unlock()
-	if reaperExe == "" {
+	if !reaperStartLocked() {
 		return
-	}
-	if reaperIn == nil {
-		cmd := exec.Command(reaperExe, ReaperCommand)
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			reaperExe = ""
-			return
-		}
-		// Its own process group: a kill of a command's group never reaches it.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			reaperExe = ""
-			return
-		}
-		go func() { _ = cmd.Wait() }()
-		reaperIn = in
 	}
 	if _, err := fmt.Fprintf(reaperIn, "%c%d\n", sign, pgid); err != nil {
 		reaperIn, reaperExe = nil, ""
 	}
+}
+
+// reaperStart starts the reaper, if enabled and not started yet, so that
+// it is running before a command's process group exists.
+func reaperStart() {
+	reaperMu.Lock()
+	defer reaperMu.Unlock()
+	reaperStartLocked()
+}
+
+// reaperStartLocked starts the reaper if needed; false when there is
+// none (not enabled, or it could not be started).
+func reaperStartLocked() bool {
+	if reaperExe == "" {
+		return false
+	}
+	if reaperIn != nil {
+		return true
+	}
+	cmd := exec.Command(reaperExe, ReaperCommand)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		reaperExe = ""
+		return false
+	}
+	// Its own process group: a kill of a command's group never reaches it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		reaperExe = ""
+		return false
+	}
+	go func() { _ = cmd.Wait() }()
+	reaperIn = in
+	return true
 }
 
 // Reaper is the reaper process: it reads "+PGID" and "-PGID" lines from r

@@ -74,6 +74,11 @@ func (OSRunner) Run(ctx context.Context, c Command) (CommandResult, error) {
 		cmd.WaitDelay = commandWaitDelay
 		return cmd
 	}
+	// The reaper runs before the command does: started on the first
+	// command's note, after the command, a worker killed while the
+	// reaper was still starting (a fork and exec, milliseconds under
+	// load) left that command's group behind.
+	reaperStart()
 	cmd, err := startRetryingBusy(ctx, newCmd)
 	if err != nil {
 		return CommandResult{ExitCode: -1}, fmt.Errorf("run %s: %w", c.Argv[0], err)
