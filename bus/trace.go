@@ -105,8 +105,53 @@ func WithTraceparent(ctx context.Context, tp string) context.Context {
 	if tp == "" {
 		return ctx
 	}
+	if sc, ok := parseTraceparent00(tp); ok {
+		return trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
 	c := traceparentCarrier(tp)
 	return propagation.TraceContext{}.Extract(ctx, &c)
+}
+
+// parseTraceparent00 reads a version-00 traceparent in lowercase hex
+// ("00-<trace id>-<span id>-<flags>", 55 bytes) as the W3C propagator
+// does, without its carrier and its empty tracestate; false for anything
+// else (other versions, upper case, a zero ID, reserved flags), which the
+// propagator reads.
+func parseTraceparent00(tp string) (trace.SpanContext, bool) {
+	if len(tp) != 55 || tp[0] != '0' || tp[1] != '0' || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return trace.SpanContext{}, false
+	}
+	var cfg trace.SpanContextConfig
+	var flags [1]byte
+	if !lowerHex(cfg.TraceID[:], tp[3:35]) || !lowerHex(cfg.SpanID[:], tp[36:52]) || !lowerHex(flags[:], tp[53:55]) || flags[0] > 3 {
+		return trace.SpanContext{}, false
+	}
+	cfg.TraceFlags = trace.TraceFlags(flags[0]) & (trace.FlagsSampled | trace.FlagsRandom)
+	cfg.Remote = true
+	sc := trace.NewSpanContext(cfg)
+	return sc, sc.IsValid()
+}
+
+// lowerHex decodes s, lowercase hex of len(dst) bytes, into dst.
+func lowerHex(dst []byte, s string) bool {
+	for i := range dst {
+		hi, lo := unhex(s[2*i]), unhex(s[2*i+1])
+		if hi > 15 || lo > 15 {
+			return false
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return true
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	}
+	return 255
 }
 
 // traceparentCarrier holds a traceparent alone.
