@@ -42,6 +42,7 @@ func writeIndentedJSON(w io.Writer, src []byte) error {
 		_, err := w.Write(buf.Bytes())
 		return err
 	}
+	widenPipe(w, len(src)+len(src)/2)
 	bw := bufio.NewWriterSize(w, indentChunk)
 	indentCompact(bw, src)
 	_ = bw.WriteByte('\n')

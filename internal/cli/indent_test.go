@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,4 +187,30 @@ func TestWriteIndentedJSONStreamsWhatIndentJSONMakes(t *testing.T) {
 		require.Error(t, writeIndentedJSON(&got, []byte(doc)), doc)
 		require.Zero(t, got.Len(), "nothing written of %s", doc)
 	}
+}
+
+// A report written to a pipe widens the pipe first (fewer waits for a
+// reader to be scheduled), and reaches the reader whole.
+func TestWriteIndentedJSONWidensAPipe(t *testing.T) {
+	rep := &coordinator.Report{RunID: "r1", Manifest: "m.yaml", Status: coordinator.RunSucceeded}
+	for i := range 5_000 {
+		rep.Resources = append(rep.Resources, coordinator.ResourceReport{Ref: fmt.Sprintf("file#/f%d", i), Type: "file",
+			Name: fmt.Sprintf("/f%d", i), Status: "stable"})
+	}
+	src, err := coordinator.MarshalReport(rep)
+	require.NoError(t, err)
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	got := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(r)
+		got <- b
+	}()
+	require.NoError(t, writeIndentedJSON(w, src))
+	size, _, errno := syscall.Syscall(syscall.SYS_FCNTL, w.Fd(), 1032 /* F_GETPIPE_SZ */, 0)
+	require.Zero(t, errno)
+	require.Greater(t, int(size), 64<<10, "the pipe's buffer")
+	require.NoError(t, w.Close())
+	require.Equal(t, string(stdIndent(t, src))+"\n", string(<-got))
 }
