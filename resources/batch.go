@@ -79,6 +79,9 @@ type batchMember struct {
 	check Result
 	// applied is this member's result of a successful ApplyBatch.
 	applied *Result
+	// finished is set by Finish: a member finished before Apply (a
+	// lone change the worker applies at once) is left out of it.
+	finished bool
 }
 
 // Check adds res to the batch and, when it can join, runs its check (a
@@ -251,7 +254,7 @@ func (b *Batch) Decided(i int) bool {
 func (b *Batch) Pending() int {
 	n := 0
 	for _, m := range b.members {
-		if !m.alone && m.done == nil {
+		if !m.alone && m.done == nil && !m.finished {
 			n++
 		}
 	}
@@ -269,7 +272,7 @@ func (b *Batch) Apply(ctx context.Context) (err error) {
 		members []Batcher
 	)
 	for i, m := range b.members {
-		if !m.alone && m.done == nil {
+		if !m.alone && m.done == nil && !m.finished {
 			idx = append(idx, i)
 			members = append(members, m.res)
 		}
@@ -311,6 +314,7 @@ func (b *Batch) Apply(ctx context.Context) (err error) {
 // health checks, under ctx. A panic in the resource becomes a failed
 // Outcome.
 func (b *Batch) Finish(ctx context.Context, i int) (out Outcome) {
+	b.members[i].finished = true
 	m := b.members[i]
 	if m.alone {
 		return Execute(ctx, m.res, m.env)

@@ -174,10 +174,14 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 	// outcomes, in order; false when the batch ends there.
 	stream := func() bool {
 		for streaming && answered < added {
-			if !batch.Decided(answered) {
-				streaming = false // something to apply: the rest is checked, then applied together
+			if !batch.Decided(answered) && batch.Pending() > 1 {
+				streaming = false // changes to apply: the rest is checked, then applied together
 				break
 			}
+			// Decided, or the one member checked so far with something to
+			// apply (a drifted file among converged ones): applied alone
+			// now, as it would be in a batch of fewer than two, and the
+			// segment streams on.
 			if !answer(answered) {
 				return false
 			}

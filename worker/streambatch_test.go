@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -98,62 +99,81 @@ func TestConvergedSegmentIsAnsweredAsItIsChecked(t *testing.T) {
 	}
 }
 
-// TestSegmentChangesAreAppliedTogether: in a segment of 200 files whose
-// 11th and 151st need writing, the ten before the first are answered as
-// they are checked, and both writes are one batch (one "execute batch"
-// span naming the 190 files from the first one on, one "apply batch").
+// TestSegmentChangesAreAppliedTogether: in a segment of 200 files, two
+// that need writing in one chunk of 64 are written as one batch (one
+// "execute batch" span naming the 190 files from the first of them on,
+// one "apply batch"); a lone one in a chunk (a drifted file among
+// converged ones) is written alone as it is met, and the segment streams
+// on: two of them 140 files apart make no batch at all.
 func TestSegmentChangesAreAppliedTogether(t *testing.T) {
 	t.Parallel()
-	spans := tracetest.NewInMemoryExporter()
-	tb := setup(t, bus.Config{})
-	tb.start(t, worker.Config{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))})
-	secret, err := bus.NewRunSecret()
-	require.NoError(t, err)
-	const n = 200
-	rs := plainFiles(t, n)
-	for _, i := range []int{10, 150} {
-		require.NoError(t, os.WriteFile(rs[i].Name, []byte("drifted\n"), 0o644))
+	for _, c := range []struct {
+		name    string
+		drifted []int
+		batched bool
+	}{
+		{"one chunk", []int{10, 20}, true},
+		{"chunks apart", []int{10, 150}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			spans := tracetest.NewInMemoryExporter()
+			tb := setup(t, bus.Config{})
+			tb.start(t, worker.Config{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))})
+			secret, err := bus.NewRunSecret()
+			require.NoError(t, err)
+			const n = 200
+			rs := plainFiles(t, n)
+			for _, i := range c.drifted {
+				require.NoError(t, os.WriteFile(rs[i].Name, []byte("drifted\n"), 0o644))
+			}
+			task := tb.signedSegment(t, secret, rs...)
+			task.BatchOutcomes = true
+			tb.publish(t, task)
+			var got []bus.Outcome
+			for len(got) < n {
+				got = append(got, tb.nextOutcomes(t)...)
+			}
+			for i, o := range got {
+				require.Equal(t, i, o.Task)
+				want := bus.TaskStable
+				if slices.Contains(c.drifted, i) {
+					want = bus.TaskChanged
+				}
+				require.Equal(t, want, o.Status, "%d: %+v", i, o)
+				b, err := os.ReadFile(rs[i].Name)
+				require.NoError(t, err)
+				require.Equal(t, rs[i].Properties["content"], string(b))
+			}
+			var batches []tracetest.SpanStub
+			applies := 0
+			for _, s := range spans.GetSpans() {
+				switch s.Name {
+				case "execute batch":
+					batches = append(batches, s)
+				case "apply batch":
+					applies++
+				}
+			}
+			if !c.batched {
+				require.Empty(t, batches, "lone changes are applied alone")
+				require.Zero(t, applies)
+				return
+			}
+			require.Len(t, batches, 1, "both writes in one batch")
+			require.Equal(t, 1, applies)
+			require.NotEmpty(t, batches[0].Links) // the SDK keeps 128 of them
+			named := false
+			for _, a := range batches[0].Attributes {
+				if a.Key == "manifold.batch.refs" {
+					refs := a.Value.AsStringSlice()
+					require.Len(t, refs, n-c.drifted[0])
+					require.Equal(t, "file#"+rs[c.drifted[0]].Name, refs[0])
+					require.True(t, strings.HasSuffix(refs[c.drifted[1]-c.drifted[0]], filepath.Base(rs[c.drifted[1]].Name)))
+					named = true
+				}
+			}
+			require.True(t, named, "the batch names its resources")
+		})
 	}
-	task := tb.signedSegment(t, secret, rs...)
-	task.BatchOutcomes = true
-	tb.publish(t, task)
-	var got []bus.Outcome
-	for len(got) < n {
-		got = append(got, tb.nextOutcomes(t)...)
-	}
-	for i, o := range got {
-		require.Equal(t, i, o.Task)
-		want := bus.TaskStable
-		if i == 10 || i == 150 {
-			want = bus.TaskChanged
-		}
-		require.Equal(t, want, o.Status, "%d: %+v", i, o)
-		b, err := os.ReadFile(rs[i].Name)
-		require.NoError(t, err)
-		require.Equal(t, rs[i].Properties["content"], string(b))
-	}
-	var batches []tracetest.SpanStub
-	applies := 0
-	for _, s := range spans.GetSpans() {
-		switch s.Name {
-		case "execute batch":
-			batches = append(batches, s)
-		case "apply batch":
-			applies++
-		}
-	}
-	require.Len(t, batches, 1, "both writes in one batch")
-	require.Equal(t, 1, applies)
-	require.NotEmpty(t, batches[0].Links) // the SDK keeps 128 of them
-	named := false
-	for _, a := range batches[0].Attributes {
-		if a.Key == "manifold.batch.refs" {
-			refs := a.Value.AsStringSlice()
-			require.Len(t, refs, n-10)
-			require.Equal(t, "file#"+rs[10].Name, refs[0])
-			require.True(t, strings.HasSuffix(refs[140], filepath.Base(rs[150].Name)), refs[140])
-			named = true
-		}
-	}
-	require.True(t, named, "the batch names its resources")
 }
