@@ -56,9 +56,10 @@ const batchChunk = 64
 // before it and prepares the one after. While every member checked so far
 // has its outcome decided by its check (converged, noop, failed) it is
 // answered at once, in order (emit), so a converged segment's outcomes
-// stream out as it goes; from the first member with something to apply
-// on, the batch is checked to its end and applied together (one
-// transaction, one pair of syncs for files), then answered.
+// stream out as it goes; a lone member with something to apply (the only
+// one among those checked) is applied alone as it is met. From two on,
+// the batch is checked to its end and applied together (one transaction,
+// one pair of syncs for files), then answered.
 // emit is given each member's index in items and its outcome, in order,
 // up to and including the first failed one (or the one the worker's
 // shutdown released); it returns false to end the batch there (a cancelled
