@@ -69,6 +69,8 @@ type Batch struct {
 	closed bool
 	// failed is set when ApplyBatch failed.
 	failed bool
+	// pending counts the members Apply would apply (Pending).
+	pending int
 }
 
 type batchMember struct {
@@ -110,6 +112,9 @@ func (b *Batch) add(ctx context.Context, res Batcher, env *Env, pre *prechecked)
 	if m.done != nil && m.done.Status == StatusFailed {
 		b.closed = true
 	}
+	if m.done == nil {
+		b.pending++
+	}
 	b.members = append(b.members, m)
 	return len(b.members) - 1
 }
@@ -136,14 +141,14 @@ func checkMember(ctx context.Context, res Batcher, env *Env) (check Result, done
 }
 
 // ConcurrentChecker is implemented by Batcher types whose check may run
-// beside other resources' checks (CheckAll): it changes nothing, and what
+// beside other resources' checks (Precheck): it changes nothing, and what
 // it shares with other resources' checks (caches of directories, of
 // account names) is safe for concurrent use.
 type ConcurrentChecker interface {
 	ConcurrentCheck() bool
 }
 
-// BatchItem is a resource for CheckAll: its context, the resource and
+// BatchItem is a resource for Precheck and AddChecked: its context, the resource and
 // its Env (nil: the zero Env).
 type BatchItem struct {
 	Ctx context.Context
@@ -157,21 +162,9 @@ type prechecked struct {
 	done  *Outcome
 }
 
-// minConcurrentChecks is the fewest items whose checks CheckAll spreads
+// minConcurrentChecks is the fewest items whose checks Precheck spreads
 // over goroutines: below it, starting them costs more than it saves.
 const minConcurrentChecks = 16
-
-// CheckAll is Check of each item, in order, but the checks of the items
-// that may join and whose type is a ConcurrentChecker run first, on up to
-// parallel goroutines: a converged segment of files is checked on every
-// core rather than one. The members, their order, their outcomes and what
-// Apply and Finish do are Check's, one item after the other; only an item
-// after one whose check failed (or that could not join) may have been
-// checked for nothing: it is executed alone by Finish, as with Check, and
-// checked again there.
-func (b *Batch) CheckAll(items []BatchItem, parallel int) {
-	b.AddChecked(items, Precheck(items, parallel))
-}
 
 // Prechecks are the checks Precheck ran ahead of the items' turn.
 type Prechecks struct {
@@ -179,10 +172,15 @@ type Prechecks struct {
 }
 
 // Precheck runs ahead, on up to parallel goroutines, the checks of the
-// items whose type is a ConcurrentChecker and that may join a batch; it
+// items whose type is a ConcurrentChecker and that may join a batch: a
+// converged segment of files is checked on every core rather than one. It
 // touches no Batch, so it may run while the Batch's earlier members are
 // finished (Finish) on another goroutine. AddChecked then adds the items
-// with those checks.
+// with those checks. The members, their order, their outcomes and what
+// Apply and Finish do are Check's, one item after the other; only an item
+// after one whose check failed (or that could not join) may have been
+// checked for nothing: it is executed alone by Finish, as with Check, and
+// checked again there.
 func Precheck(items []BatchItem, parallel int) Prechecks {
 	for i := range items {
 		if items[i].Env == nil {
@@ -251,15 +249,7 @@ func (b *Batch) Decided(i int) bool {
 // Pending is how many members Apply would apply together: those whose
 // check found a change and that joined the batch. Apply does nothing
 // when it is below two.
-func (b *Batch) Pending() int {
-	n := 0
-	for _, m := range b.members {
-		if !m.alone && m.done == nil && !m.finished {
-			n++
-		}
-	}
-	return n
-}
+func (b *Batch) Pending() int { return b.pending }
 
 // Apply applies every member whose check found a change with one
 // ApplyBatch of the first of them, in an "apply batch" span under ctx, when
@@ -314,8 +304,11 @@ func (b *Batch) Apply(ctx context.Context) (err error) {
 // health checks, under ctx. A panic in the resource becomes a failed
 // Outcome.
 func (b *Batch) Finish(ctx context.Context, i int) (out Outcome) {
-	b.members[i].finished = true
 	m := b.members[i]
+	if !m.finished && !m.alone && m.done == nil {
+		b.pending--
+	}
+	b.members[i].finished = true
 	if m.alone {
 		return Execute(ctx, m.res, m.env)
 	}

@@ -49,7 +49,8 @@ func checkAllScenarios() []scenario {
 	}
 }
 
-// runCheckAll is runBatch through CheckAll, the fakes concurrent.
+// runCheckAll is runBatch through Precheck and AddChecked (the checks of
+// a segment run ahead, side by side), the fakes concurrent.
 func runCheckAll(t *testing.T, tx *transactions, fakes []*fake, envs []Env, parallel int) []Outcome {
 	t.Helper()
 	ctx := context.Background()
@@ -58,7 +59,7 @@ func runCheckAll(t *testing.T, tx *transactions, fakes []*fake, envs []Env, para
 		items[i] = BatchItem{Ctx: ctx, Res: batched{fake: f, tx: tx, concurrent: true}, Env: &envs[i]}
 	}
 	var b Batch
-	b.CheckAll(items, parallel)
+	b.AddChecked(items, Precheck(items, parallel))
 	_ = b.Apply(ctx)
 	outs := make([]Outcome, len(fakes))
 	for i := range fakes {
@@ -67,7 +68,7 @@ func runCheckAll(t *testing.T, tx *transactions, fakes []*fake, envs []Env, para
 	return outs
 }
 
-// CheckAll gives each member the outcome, and the batch the applies, that
+// Precheck and AddChecked give each member the outcome, and the batch the applies, that
 // Check one member after the other gives.
 func TestCheckAllIsCheckOneByOne(t *testing.T) {
 	for _, sc := range checkAllScenarios() {
@@ -129,7 +130,7 @@ func (g *gated) CheckApply(ctx context.Context, env *Env, apply bool) (Result, e
 	return Result{Message: "in sync"}, nil
 }
 
-// CheckAll runs the checks of a segment side by side.
+// Precheck runs the checks of a segment side by side.
 func TestCheckAllChecksSideBySide(t *testing.T) {
 	var inFlight, most atomic.Int32
 	two, once := make(chan struct{}), &sync.Once{}
@@ -138,10 +139,43 @@ func TestCheckAllChecksSideBySide(t *testing.T) {
 		items[i] = BatchItem{Ctx: context.Background(), Res: &gated{inFlight: &inFlight, most: &most, two: two, once: once}}
 	}
 	var b Batch
-	b.CheckAll(items, 2)
+	b.AddChecked(items, Precheck(items, 2))
 	for i := range items {
 		require.Equal(t, StatusStable, b.Finish(context.Background(), i).Status, "member %d", i)
 	}
 	require.GreaterOrEqual(t, most.Load(), int32(2))
 	require.LessOrEqual(t, most.Load(), int32(2), "at most parallel checks at once")
+}
+
+// A member with something to apply finished before Apply (the worker
+// applies a lone change as it meets it) is applied alone, leaves Pending
+// and is left out of Apply, which applies the others together.
+func TestMemberFinishedBeforeApplyIsLeftOutOfIt(t *testing.T) {
+	ctx := context.Background()
+	tx := &transactions{}
+	fakes := []*fake{{converged: true}, {}, {converged: true}, {}, {}}
+	items := make([]BatchItem, len(fakes))
+	for i, f := range fakes {
+		items[i] = BatchItem{Ctx: ctx, Res: batched{fake: f, tx: tx, concurrent: true}, Env: &Env{}}
+	}
+	var b Batch
+	b.AddChecked(items[:2], Precheck(items[:2], 2))
+	require.Equal(t, 1, b.Pending())
+	require.True(t, b.Decided(0))
+	require.False(t, b.Decided(1))
+	require.Equal(t, StatusStable, b.Finish(ctx, 0).Status)
+	require.Equal(t, StatusChanged, b.Finish(ctx, 1).Status, "applied alone")
+	require.Zero(t, b.Pending())
+	require.Equal(t, 1, fakes[1].applies)
+
+	b.AddChecked(items[2:], Precheck(items[2:], 2))
+	require.Equal(t, 2, b.Pending())
+	require.NoError(t, b.Apply(ctx))
+	require.Len(t, tx.calls, 1)
+	require.Equal(t, []*fake{fakes[3], fakes[4]}, tx.calls[0], "the member finished before is left out")
+	for i := 2; i < len(fakes); i++ {
+		b.Finish(ctx, i)
+	}
+	require.Zero(t, b.Pending())
+	require.Equal(t, 1, fakes[1].applies, "never applied twice")
 }

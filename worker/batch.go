@@ -48,7 +48,7 @@ const batchChunk = 64
 // control guards, no retry, and not answered from a record of an earlier
 // delivery (noop ones join: their checks are their outcomes, nothing is
 // applied). The members' checks run side by side on every core when their
-// type allows it (resources.Batch.CheckAll, resources.ConcurrentChecker:
+// type allows it (resources.Precheck, resources.ConcurrentChecker:
 // files).
 //
 // The members are prepared and checked batchChunk at a time, a chunk's

@@ -37,7 +37,7 @@ func (f *File) BatchKey(context.Context, *resources.Env) (string, error) {
 // shares with other files' checks, the segment's directories
 // (safefs.Dirs), the account-name caches (ids) and the diff's reach
 // verdicts (safefs.Reach), is safe for concurrent use. So a batch's
-// checks may run side by side (resources.Batch.CheckAll).
+// checks may run side by side (resources.Precheck).
 func (f *File) ConcurrentCheck() bool { return true }
 
 // groupable reports whether f's write can wait for the group's commit: a
