@@ -27,12 +27,16 @@ type applyEngine struct {
 	bus *bus.Bus
 }
 
-func startApplyEngine(tb testing.TB) *applyEngine {
+func startApplyEngine(tb testing.TB, mod ...func(*Config)) *applyEngine {
 	tb.Helper()
 	_, b := bustest.Start(tb, bus.Config{})
 	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
-	c, err := New(Config{Bus: b, Logger: logger, Name: "apply-test"})
+	cfg := Config{Bus: b, Logger: logger, Name: "apply-test"}
+	for _, f := range mod {
+		f(&cfg)
+	}
+	c, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -101,6 +101,15 @@ type Config struct {
 	// `manifold apply` prints its run's report from here rather than
 	// reading back and decoding what was just stored.
 	Finished func(runID string, rep *Report, data []byte)
+	// EventsRead, when set, returns the kinds of progress event anyone
+	// can read of the run tree rootRunID, nil for every kind; a
+	// resource's task_dispatched and task_finished events of a kind not
+	// among them are not published (run events always are). It is asked
+	// once per run. The embedded engine of `manifold apply` sets it: its
+	// server has no listener, so its CLI is the only reader, and with
+	// --output json it reads only the run's end (two stored events per
+	// resource were a fifth of a converged 20,000-file apply's run).
+	EventsRead func(rootRunID string) []bus.EventKind
 	// ScanInterval is how often a coordinator looks for runs to resume.
 	// Defaults to a fifth of Lease, at most a second: a run handed off by
 	// a stopping coordinator is resumed within it.

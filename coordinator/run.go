@@ -55,6 +55,10 @@ type run struct {
 	// outbox are the events of the step, published after its tasks
 	// (sendEvents).
 	outbox []queuedEvent
+	// unread are the resource event kinds no one reads (taskEventRead),
+	// once eventsKnown.
+	unread      uint8
+	eventsKnown bool
 	// replaying is true while the history written before this coordinator
 	// took the run is folded: its commands were carried out already.
 	replaying bool
@@ -506,10 +510,48 @@ func (r *run) endSpan(i int, errText string) {
 // it. The stamp is taken here, where the event happens: a task_dispatched
 // event is stamped before its task is published, as it always was.
 func (r *run) event(ctx context.Context, ev bus.Event) {
+	if ev.Task != nil && !r.taskEventRead(ev.Kind) {
+		return
+	}
 	ev.RunID, ev.RootRunID, ev.Manifest = r.rec.RunID, r.rec.RootRunID, r.rec.Manifest
 	ev.Time = time.Now().UTC()
 	r.outbox = append(r.outbox, queuedEvent{ctx: ctx, ev: ev})
 }
+
+// taskEventRead reports whether a resource's event of kind is read by
+// anyone (Config.EventsRead), asked once per run.
+func (r *run) taskEventRead(kind bus.EventKind) bool {
+	if !r.eventsKnown {
+		r.eventsKnown = true
+		r.unread = 0
+		if f := r.c.cfg.EventsRead; f != nil {
+			if kinds := f(r.rec.RootRunID); kinds != nil {
+				r.unread = unreadDispatched | unreadFinished
+				for _, k := range kinds {
+					switch k {
+					case bus.EventTaskDispatched:
+						r.unread &^= unreadDispatched
+					case bus.EventTaskFinished:
+						r.unread &^= unreadFinished
+					}
+				}
+			}
+		}
+	}
+	switch kind {
+	case bus.EventTaskDispatched:
+		return r.unread&unreadDispatched == 0
+	case bus.EventTaskFinished:
+		return r.unread&unreadFinished == 0
+	}
+	return true
+}
+
+// The resource event kinds no one reads of a run (run.unread).
+const (
+	unreadDispatched = 1 << iota
+	unreadFinished
+)
 
 // queuedEvent is an event stamped and not yet published.
 type queuedEvent struct {

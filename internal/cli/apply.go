@@ -251,6 +251,7 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	eng.reports.want(req.RunID)
 	fo := followOpts{noop: req.Noop, output: o.output.value, jaegerURL: o.jaegerURL, pre: tree.Plan.PreMessage, cancelOnEnd: true,
 		view: o.view, reports: &eng.reports}
+	eng.events.put(req.RunID, followedKinds(st, fo))
 	releaseTree(&tree)
 	return submitAndFollow(ctx, st, eng.bus, req, fo)
 }

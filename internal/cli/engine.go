@@ -40,6 +40,37 @@ type embedded struct {
 	// reports hands the CLI the reports of the runs it follows, as the
 	// coordinator stored them (coordinator.Config.Finished).
 	reports reportHandoff
+	// events tells the coordinator which events of a run tree its
+	// follower reads (coordinator.Config.EventsRead): the server has no
+	// listener, so no one else can.
+	events eventsHandoff
+}
+
+// eventsHandoff holds, by root run ID, the event kinds the CLI follows
+// (followedKinds); a run tree not in it has every kind published.
+type eventsHandoff struct {
+	mu    sync.Mutex
+	kinds map[string][]bus.EventKind
+}
+
+// put records the kinds runID's follower reads (nil: all).
+func (h *eventsHandoff) put(runID string, kinds []bus.EventKind) {
+	if kinds == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.kinds == nil {
+		h.kinds = map[string][]bus.EventKind{}
+	}
+	h.kinds[runID] = kinds
+}
+
+// read is coordinator.Config.EventsRead.
+func (h *eventsHandoff) read(rootRunID string) []bus.EventKind {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.kinds[rootRunID]
 }
 
 // planHandoff holds compiled plans by run ID until the coordinator takes
@@ -218,7 +249,7 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 		started.Go(func() { werr = e.startWorker(ctx, o) })
 	}
 	if e.coord, err = coordinator.New(coordinator.Config{Bus: e.bus, Logger: o.Logger, MaxDepth: o.MaxDepth, MaxTreeRuns: o.MaxTreeRuns, Name: "embedded",
-		Compiled: e.plans.take, Finished: e.reports.put, ScanInterval: scan}); err == nil {
+		Compiled: e.plans.take, Finished: e.reports.put, EventsRead: e.events.read, ScanInterval: scan}); err == nil {
 		err = e.coord.Start(ctx)
 	}
 	if err == nil {

@@ -39,6 +39,32 @@ var getReport = coordinator.GetReport
 // prints or stops at (progressPrinter.event).
 var printedKinds = []bus.EventKind{bus.EventTaskFinished, bus.EventRunRejected, bus.EventRunFinished}
 
+func newProgressPrinter(st IO, o followOpts) *progressPrinter {
+	return &progressPrinter{w: st.Stdout, quiet: o.quiet || o.output == "json", noop: o.noop, jaegerURL: o.jaegerURL,
+		live: isTerminal(st.Stdout, st.Getenv), verbose: o.view.verbose, color: useColor(st.Stdout, st.Getenv, o.view.noColor)}
+}
+
+// kinds returns the events p reads, nil for all of them:
+//   - quiet (or --output json): nothing is printed per resource, the
+//     run's end is all that is needed (of the root run only);
+//   - lines per finished resource (child runs' too), no status line: no
+//     task_dispatched or run_started is read (one event per resource
+//     fewer for the server to send and this process to decode);
+//   - a live status line: every event.
+func (p *progressPrinter) kinds() []bus.EventKind {
+	switch {
+	case p.quiet:
+		return []bus.EventKind{bus.EventRunRejected, bus.EventRunFinished}
+	case !p.live:
+		return printedKinds
+	}
+	return nil
+}
+
+// followedKinds returns the event kinds followRun reads with st and o,
+// nil for all.
+func followedKinds(st IO, o followOpts) []bus.EventKind { return newProgressPrinter(st, o).kinds() }
+
 // endWait bounds what followRun does after ctx ended: the cancel request
 // and reading the report.
 const endWait = 5 * time.Second
@@ -49,8 +75,7 @@ const endWait = 5 * time.Second
 // failed, 2 the run was rejected as invalid, 3 anything else (cancelled,
 // bus error, timeout, interrupted).
 func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpts) int {
-	p := &progressPrinter{w: st.Stdout, quiet: o.quiet || o.output == "json", noop: o.noop, jaegerURL: o.jaegerURL,
-		live: isTerminal(st.Stdout, st.Getenv), verbose: o.view.verbose, color: useColor(st.Stdout, st.Getenv, o.view.noColor)}
+	p := newProgressPrinter(st, o)
 	rejected := false
 	printMessage(st, o.output, o.pre)
 	follow := func(ev bus.Event) bool {
@@ -61,18 +86,11 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 		return !(ev.Kind == bus.EventRunFinished && ev.RunID == runID)
 	}
 	var err error
-	switch {
+	switch kinds := p.kinds(); {
 	case p.quiet:
-		// Nothing is printed per resource: the end is all that is needed.
-		err = b.FollowEvents(ctx, runID, follow, bus.EventRunRejected, bus.EventRunFinished)
-	case !p.live:
-		// Lines per finished resource (child runs' too), no status line:
-		// no task_dispatched or run_started is read (one event per
-		// resource fewer for the server to send and this process to
-		// decode).
-		err = b.FollowTreeEvents(ctx, runID, follow, printedKinds...)
+		err = b.FollowEvents(ctx, runID, follow, kinds...)
 	default:
-		err = b.FollowEvents(ctx, runID, follow)
+		err = b.FollowTreeEvents(ctx, runID, follow, kinds...)
 	}
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {

@@ -9,7 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // oPath is Linux's O_PATH, which package syscall does not name: a
@@ -218,11 +221,64 @@ func (d *Dir) Lstat(name string) (fs.FileInfo, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	fi, err := d.root.Lstat(name)
-	if err != nil {
-		return nil, &fs.PathError{Op: "lstat", Path: d.join(name), Err: unwrapPath(err)}
+	// fstatat on the directory's descriptor: what d.root.Lstat does for
+	// a single path element, without its walk and allocations (a
+	// converged file's check calls it once).
+	st := &statInfo{name: name}
+	err := unix.Fstatat(d.fd, name, (*unix.Stat_t)(unsafe.Pointer(&st.st)), unix.AT_SYMLINK_NOFOLLOW)
+	for errors.Is(err, syscall.EINTR) {
+		err = unix.Fstatat(d.fd, name, (*unix.Stat_t)(unsafe.Pointer(&st.st)), unix.AT_SYMLINK_NOFOLLOW)
 	}
-	return fi, nil
+	if err != nil {
+		return nil, &fs.PathError{Op: "lstat", Path: d.join(name), Err: err}
+	}
+	return st, nil
+}
+
+// unix.Stat_t and syscall.Stat_t are the kernel's struct stat: the
+// conversion in Lstat relies on it (this fails to compile otherwise).
+var (
+	_ = [1]struct{}{}[unsafe.Sizeof(syscall.Stat_t{})-unsafe.Sizeof(unix.Stat_t{})]
+	_ = [1]struct{}{}[unsafe.Sizeof(unix.Stat_t{})-unsafe.Sizeof(syscall.Stat_t{})]
+)
+
+// statInfo is the fs.FileInfo of a stat_t, as os.Lstat makes it.
+type statInfo struct {
+	name string
+	st   syscall.Stat_t
+}
+
+func (s *statInfo) Name() string       { return s.name }
+func (s *statInfo) Size() int64        { return s.st.Size }
+func (s *statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
+func (s *statInfo) IsDir() bool        { return s.Mode().IsDir() }
+func (s *statInfo) Sys() any           { return &s.st }
+func (s *statInfo) Mode() fs.FileMode {
+	m := fs.FileMode(s.st.Mode & 0o777)
+	switch s.st.Mode & syscall.S_IFMT {
+	case syscall.S_IFBLK:
+		m |= fs.ModeDevice
+	case syscall.S_IFCHR:
+		m |= fs.ModeDevice | fs.ModeCharDevice
+	case syscall.S_IFDIR:
+		m |= fs.ModeDir
+	case syscall.S_IFIFO:
+		m |= fs.ModeNamedPipe
+	case syscall.S_IFLNK:
+		m |= fs.ModeSymlink
+	case syscall.S_IFSOCK:
+		m |= fs.ModeSocket
+	}
+	if s.st.Mode&syscall.S_ISGID != 0 {
+		m |= fs.ModeSetgid
+	}
+	if s.st.Mode&syscall.S_ISUID != 0 {
+		m |= fs.ModeSetuid
+	}
+	if s.st.Mode&syscall.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
 }
 
 // Open opens name in d with flag (O_RDONLY, O_RDWR...; O_NOFOLLOW,
@@ -357,6 +413,12 @@ func (d *Dir) ReadFile(name string, checked fs.FileInfo, limit int64) ([]byte, e
 			break
 		}
 		buf = buf[:len(buf)+n]
+		if size > 0 && int64(len(buf)) == size && len(buf) < cap(buf) {
+			// All fstat's size, from a read asked for one byte more: a
+			// regular file's read is short only at its end (no second
+			// read to see the end; a file grown since reads on).
+			break
+		}
 	}
 	return buf, nil
 }
