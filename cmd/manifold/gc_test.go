@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"runtime"
+	"runtime/debug"
 	"testing"
 	"time"
 )
@@ -64,5 +65,43 @@ func TestOneShotLimit(t *testing.T) {
 		if tuned && limit < oneShotMemoryLimit {
 			t.Errorf("oneShotLimit(%d) = %d: under the base %d", c.live, limit, oneShotMemoryLimit)
 		}
+	}
+}
+
+// TestTuneGCFirstCollection: a one-shot command starts with the collector
+// off up to a heap of oneShotFirstGC; after its first collection GOGC is
+// oneShotGCPercent and the soft limit oneShotLimit's. GOGC or GOMEMLIMIT
+// in the environment keep it from starting off.
+func TestTuneGCFirstCollection(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	gcPercent := func() int { p := debug.SetGCPercent(0); debug.SetGCPercent(p); return p }
+	memLimit := func() int64 { return debug.SetMemoryLimit(-1) }
+
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	tuneGC([]string{"apply", "m.yaml"})
+	if p, l := gcPercent(), memLimit(); p != -1 || l != oneShotFirstGC {
+		t.Fatalf("before the first collection: GOGC %d, limit %d; want off (-1), %d", p, l, oneShotFirstGC)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for gcPercent() != oneShotGCPercent {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC %d 10s after collections; want %d", gcPercent(), oneShotGCPercent)
+		}
+		runtime.GC() // the hook runs after a cycle, from the finalizer goroutine
+		runtime.Gosched()
+	}
+	live, _ := liveHeap()
+	if want, _ := oneShotLimit(live); memLimit() != want {
+		t.Errorf("after the first collection: limit %d, want %d", memLimit(), want)
+	}
+
+	debug.SetGCPercent(100)
+	debug.SetMemoryLimit(math.MaxInt64)
+	t.Setenv("GOGC", "200")
+	tuneGC([]string{"apply", "m.yaml"})
+	if p, l := gcPercent(), memLimit(); p != 100 || l != oneShotMemoryLimit {
+		t.Errorf("GOGC set: GOGC %d, limit %d; want the environment's (100 here), %d", p, l, oneShotMemoryLimit)
 	}
 }
