@@ -250,6 +250,17 @@ func TestMainRefusesBadFlags(t *testing.T) {
 			t.Errorf("%v: no error message", args)
 		}
 	}
+	// The bus floor's hidden command.
+	for _, args := range [][]string{
+		{busFloorCommand},
+		{busFloorCommand, "--server", "nats://127.0.0.1:1", "--role", "boss"},
+		{busFloorCommand, "--server", "nats://127.0.0.1:1", "--role", "client", "--trips", "0"},
+	} {
+		var out, errw strings.Builder
+		if code := Main(t.Context(), args, &out, &errw); code != 2 || !strings.Contains(errw.String(), "--role worker|client") {
+			t.Errorf("%v: exit %d, want 2 and the usage; %s", args, code, errw.String())
+		}
+	}
 }
 
 func TestMemTotal(t *testing.T) {
@@ -341,9 +352,12 @@ func TestSmoke(t *testing.T) {
 	if res.Level.Tools[0].Parent <= 0 || res.Dist.Rows[0].TasksPerSec <= 0 || res.Dist.Latency.Tasks != 3 {
 		t.Errorf("level %+v, dist %+v, latency %+v", res.Level.Tools[0], res.Dist.Rows, res.Dist.Latency)
 	}
+	if f := res.Dist.Latency.Floor; f == nil || f.Err != nil || f.P50 <= 0 || f.P99 < f.P50 || f.Trips != floorWarmup {
+		t.Errorf("bus floor %+v", f)
+	}
 	var md strings.Builder
 	res.Markdown(&md)
-	for _, want := range []string{"### N = 1 ", "| converged apply |", "## One apply level", "| 1 |", "per-task overhead p50", "| process start | flags, facts, compile |"} {
+	for _, want := range []string{"### N = 1 ", "| converged apply |", "## One apply level", "| 1 |", "per-task overhead p50", "| process start | flags, facts, compile |", "| bus floor p50 / p99"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}

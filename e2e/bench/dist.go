@@ -63,7 +63,9 @@ type Latency struct {
 	// OneResource is the median, over runs of a one-resource manifest, of
 	// the run time minus the resource's duration.
 	OneResource time.Duration
-	Err         error
+	// Floor is the bare JetStream round trip on the same server (busFloor).
+	Floor *BusFloor
+	Err   error
 }
 
 // runDist starts a cluster of separate processes and measures latency
@@ -92,6 +94,10 @@ func (h *harness) runDist(ctx context.Context) (*DistResult, error) {
 	res.Latency = c.latency(ctx, events)
 	if res.Latency.Err != nil {
 		h.log.Warn("latency failed", "error", res.Latency.Err)
+	}
+	res.Latency.Floor = c.busFloor(ctx, max(res.Latency.Tasks, floorWarmup))
+	if res.Latency.Floor.Err != nil {
+		h.log.Warn("bus floor failed", "error", res.Latency.Floor.Err)
 	}
 	// The throughput runs have no observer of their events: the
 	// subscription, and the harness decoding every event on the same

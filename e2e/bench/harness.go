@@ -416,7 +416,7 @@ func (h *harness) build(ctx context.Context) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("bench: go build ./cmd/manifold: %w\n%s", err, out)
 	}
-	if h.cfg.has(ModeFleet) {
+	if h.cfg.has(ModeFleet) || h.cfg.has(ModeDist) { // fleet hosts; the bus floor's roles
 		h.benchrun = filepath.Join(bin, "benchrun")
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", h.benchrun, "./e2e/bench/cmd/benchrun")
 		cmd.Dir = h.cfg.Root

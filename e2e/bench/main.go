@@ -19,6 +19,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == fleetHostsCommand {
 		return fleetHostsMain(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == busFloorCommand {
+		return busFloorMain(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("benchrun", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (

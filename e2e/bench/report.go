@@ -205,8 +205,21 @@ func (r *Results) Markdown(w io.Writer) {
 			p("| per-task overhead p50 | %s |\n| per-task overhead p99 | %s |\n", fmtDur(l.P50), fmtDur(l.P99))
 			p("| run time / N (the whole chain, decisions included) | %s |\n", fmtDur(l.PerTask))
 			p("| one-resource run: run time - resource duration | %s |\n", fmtDur(l.OneResource))
+			if f := l.Floor; f != nil && f.Err == nil {
+				p("| bus floor p50 / p99: bare JetStream round trip, nothing of manifold (%d trips) | %s / %s |\n", f.Trips, fmtDur(f.P50), fmtDur(f.P99))
+			}
 			if l.Err != nil {
 				p("\n- %s\n", oneLine(l.Err))
+			}
+			if f := l.Floor; f != nil && f.Err != nil {
+				p("\n- bus floor: %s\n", oneLine(f.Err))
+			}
+			if f := l.Floor; f != nil && f.Err == nil {
+				p("\nThe bus floor is the round trip a chained task rides on, on the same server: a\n")
+				p("process publishes a %d-byte message to a file-backed work-queue stream, another (one\n", floorTaskBytes)
+				p("pull outstanding) takes it, publishes a reply to a second file-backed stream and acks it,\n")
+				p("the first reads the reply with an ordered consumer and publishes two %d-byte messages\n", floorEventBytes)
+				p("to a third (a task's two stored events); both are processes of the harness's own binary.\n")
 			}
 			p("\n")
 		}
