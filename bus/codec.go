@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/manifold-run/manifold/schemas"
 )
@@ -59,6 +60,9 @@ type decoder struct {
 	// bytes: a segment repeats its type, ensure, owner, property names
 	// and run ID in every item, and each is allocated once.
 	strs [64]string
+	// boxes holds strs[i] as an any once a value of a map needed it so
+	// (a segment's owner, group and mode in every item's properties).
+	boxes [64]any
 }
 
 // maxSegmentItems bounds the room made for a segment's items before they
@@ -71,18 +75,37 @@ const maxInterned = 32
 
 // intern returns raw as a string, the one kept for equal bytes if any.
 func (d *decoder) intern(raw []byte) string {
+	s, _ := d.internAt(raw)
+	return s
+}
+
+// internAt is intern, with the slot of strs holding the string (-1: not
+// kept).
+func (d *decoder) internAt(raw []byte) (string, int) {
 	if len(raw) > maxInterned || len(raw) == 0 {
-		return string(raw)
+		return string(raw), -1
 	}
 	h := uint32(2166136261)
 	for _, c := range raw {
 		h = (h ^ uint32(c)) * 16777619
 	}
-	slot := &d.strs[h%uint32(len(d.strs))]
-	if *slot != string(raw) {
-		*slot = string(raw)
+	i := int(h % uint32(len(d.strs)))
+	if d.strs[i] != string(raw) {
+		d.strs[i], d.boxes[i] = string(raw), nil
 	}
-	return *slot
+	return d.strs[i], i
+}
+
+// internAny is intern's string as an any, boxed once per kept string.
+func (d *decoder) internAny(raw []byte) any {
+	s, i := d.internAt(raw)
+	if i < 0 {
+		return s
+	}
+	if d.boxes[i] == nil {
+		d.boxes[i] = s
+	}
+	return d.boxes[i]
 }
 
 func (d *decoder) ws() {
@@ -354,7 +377,11 @@ func unquote(s []byte) (string, bool) {
 			b = utf8.AppendRune(b, rr)
 		}
 	}
-	return string(b), true
+	if len(b) == 0 {
+		return "", true
+	}
+	// b is this string's own and never written again: no copy.
+	return unsafe.String(unsafe.SliceData(b), len(b)), true
 }
 
 // getu4 decodes \uXXXX at the start of s, or returns -1.
@@ -476,9 +503,14 @@ func (d *decoder) any() (any, bool) {
 	case '[':
 		return d.sliceAny()
 	case '"':
-		var s string
-		ok := d.str(&s)
-		return s, ok
+		raw, slow, ok := d.stringRaw()
+		if !ok {
+			return nil, false
+		}
+		if slow {
+			return unquote(raw)
+		}
+		return d.internAny(raw), true
 	case 't':
 		return true, d.lit("true")
 	case 'f':
