@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -373,4 +374,28 @@ func TestHarnessBuildsAsTheImage(t *testing.T) {
 	require.Equal(t, []string{"CGO_ENABLED=0"}, releaseBuildEnv)
 	require.Equal(t, `-trimpath -ldflags "-s -w"`, releaseBuildCommandFlags())
 	require.Contains(t, dockerfile, `CGO_ENABLED=0 go build -trimpath -ldflags "-s -w `)
+}
+
+// TestScenarioTurns: every scenario is measured, validate and first apply
+// each in a block of its own first, then converged, noop and drift in
+// turns, each repetition starting one further.
+func TestScenarioTurns(t *testing.T) {
+	var all []Scenario
+	for _, b := range scenarioBlocks {
+		all = append(all, b...)
+	}
+	if !slices.Equal(all, scenarios) {
+		t.Fatalf("blocks %v hold %v, want every scenario once: %v", scenarioBlocks, all, scenarios)
+	}
+	cnd := []Scenario{ScenarioConverged, ScenarioNoop, ScenarioDrift}
+	for rep, want := range [][]Scenario{
+		{ScenarioConverged, ScenarioNoop, ScenarioDrift},
+		{ScenarioNoop, ScenarioDrift, ScenarioConverged},
+		{ScenarioDrift, ScenarioConverged, ScenarioNoop},
+		{ScenarioConverged, ScenarioNoop, ScenarioDrift},
+	} {
+		if got := turn(cnd, rep); !slices.Equal(got, want) {
+			t.Errorf("repetition %d: %v, want %v", rep, got, want)
+		}
+	}
 }

@@ -115,50 +115,17 @@ func (h *harness) runFiles(ctx context.Context, n, reps int, tools []tool) (*Fil
 		for _, st := range states {
 			res.cells[sc][st.tool.name] = &cell{}
 		}
+	}
+	for _, block := range scenarioBlocks {
 		for rep := range reps {
 			order := slices.Clone(states)
 			if rep%2 == 1 {
 				slices.Reverse(order)
 			}
-			walls := map[string]time.Duration{}
-			for _, st := range order {
-				c := res.cells[sc][st.tool.name]
-				if st.failed != nil {
-					if c.err == nil {
-						c.err = fmt.Errorf("not run: %w", st.failed)
-					}
-					continue
+			for _, sc := range turn(block, rep) {
+				if err := h.runCell(ctx, res, order, sc, n, rep, timeout); err != nil {
+					return res, err
 				}
-				timings := ""
-				if sc == breakdownScenario && st.tool.name == "manifold" {
-					timings = filepath.Join(h.run.home, fmt.Sprintf("timings-%d-%d.json", n, rep))
-				}
-				s := h.runScenario(ctx, st, sc, timeout, timings)
-				c.samples = append(c.samples, s)
-				if timings != "" && s.err == nil {
-					b, err := readTimings(timings, s)
-					if err == nil {
-						res.breakdowns = append(res.breakdowns, b)
-					} else if res.breakdownErr == nil {
-						res.breakdownErr = err
-					}
-				}
-				if s.err != nil {
-					c.err, st.failed = s.err, s.err
-					h.log.Warn("run failed", "tool", st.tool.name, "n", n, "scenario", sc, "error", s.err)
-					continue
-				}
-				walls[st.tool.name] = s.wall
-				h.log.Info("run", "tool", st.tool.name, "n", n, "scenario", sc, "rep", rep+1,
-					"wall", s.wall.Round(time.Millisecond), "cpu", s.cpu.Round(time.Millisecond), "rss_mib", s.rssKiB/1024)
-			}
-			if m, ok := walls["manifold"]; ok {
-				if c, ok := walls["CCM"]; ok && c > 0 {
-					res.ratios[sc] = append(res.ratios[sc], float64(m)/float64(c))
-				}
-			}
-			if err := ctx.Err(); err != nil {
-				return res, err
 			}
 		}
 	}
@@ -171,6 +138,61 @@ func (h *harness) runFiles(ctx context.Context, n, reps int, tools []tool) (*Fil
 		h.log.Warn("floor failed", "n", n, "error", res.floorErr)
 	}
 	return res, nil
+}
+
+// turn is the order of block's scenarios in repetition rep: each
+// repetition starts one further, so the machine's drift over the block
+// falls on each alike.
+func turn(block []Scenario, rep int) []Scenario {
+	out := make([]Scenario, 0, len(block))
+	for k := range block {
+		out = append(out, block[(rep+k)%len(block)])
+	}
+	return out
+}
+
+// runCell runs scenario sc once for each tool, in order, and records the
+// samples, the breakdown of manifold's converged apply and the
+// manifold/CCM ratio of the pair.
+func (h *harness) runCell(ctx context.Context, res *FilesResult, order []*toolState, sc Scenario, n, rep int, timeout time.Duration) error {
+	walls := map[string]time.Duration{}
+	for _, st := range order {
+		c := res.cells[sc][st.tool.name]
+		if st.failed != nil {
+			if c.err == nil {
+				c.err = fmt.Errorf("not run: %w", st.failed)
+			}
+			continue
+		}
+		timings := ""
+		if sc == breakdownScenario && st.tool.name == "manifold" {
+			timings = filepath.Join(h.run.home, fmt.Sprintf("timings-%d-%d.json", n, rep))
+		}
+		s := h.runScenario(ctx, st, sc, timeout, timings)
+		c.samples = append(c.samples, s)
+		if timings != "" && s.err == nil {
+			b, err := readTimings(timings, s)
+			if err == nil {
+				res.breakdowns = append(res.breakdowns, b)
+			} else if res.breakdownErr == nil {
+				res.breakdownErr = err
+			}
+		}
+		if s.err != nil {
+			c.err, st.failed = s.err, s.err
+			h.log.Warn("run failed", "tool", st.tool.name, "n", n, "scenario", sc, "error", s.err)
+			continue
+		}
+		walls[st.tool.name] = s.wall
+		h.log.Info("run", "tool", st.tool.name, "n", n, "scenario", sc, "rep", rep+1,
+			"wall", s.wall.Round(time.Millisecond), "cpu", s.cpu.Round(time.Millisecond), "rss_mib", s.rssKiB/1024)
+	}
+	if m, ok := walls["manifold"]; ok {
+		if c, ok := walls["CCM"]; ok && c > 0 {
+			res.ratios[sc] = append(res.ratios[sc], float64(m)/float64(c))
+		}
+	}
+	return ctx.Err()
 }
 
 // readTimings reads and removes the timings file of sample s.

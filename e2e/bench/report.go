@@ -96,7 +96,9 @@ func (r *Results) Markdown(w io.Writer) {
 		p("it has to validate) and `ccm apply M` (`--noop`). Ratio: the median over repetitions of\n")
 		p("manifold/CCM of each pair (the two run back to back, the order alternating). Floor: a\n")
 		p("plain Go loop in the harness's process doing the same lstat/read/compare and atomic write\n")
-		p("(temporary file, chmod, chown, fsync, rename) per file (no process start).\n\n")
+		p("(temporary file, chmod, chown, fsync, rename) per file (no process start). Converged,\n")
+		p("noop and 3-file drift are measured in turns, each repetition one of each (the first of\n")
+		p("them rotating), so the three meet the same moments of the machine.\n\n")
 		for _, f := range r.Files {
 			p("### N = %d (%d repetitions)\n\n", f.N, f.Reps)
 			hasCCM := len(f.Tools) > 1
