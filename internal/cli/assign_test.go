@@ -32,6 +32,13 @@ func TestAssignCommands(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w.Start(t.Context()))
 	t.Cleanup(w.Kill)
+	// An assignment stored before the worker read the stored ones runs
+	// with trigger start: the one below must come after.
+	select {
+	case <-w.AssignmentsSynced():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker did not read the stored assignments within 20s")
+	}
 
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"site.yaml": `
