@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,9 +56,9 @@ type run struct {
 	// outbox are the events of the step, published after its tasks
 	// (sendEvents).
 	outbox []queuedEvent
-	// unread are the resource event kinds no one reads (taskEventRead),
-	// once eventsKnown.
-	unread      uint8
+	// eventsRead are the event kinds anyone reads of the run, nil for
+	// all (Config.EventsRead), once eventsKnown (taskEventRead).
+	eventsRead  []bus.EventKind
 	eventsKnown bool
 	// replaying is true while the history written before this coordinator
 	// took the run is folded: its commands were carried out already.
@@ -519,39 +520,16 @@ func (r *run) event(ctx context.Context, ev bus.Event) {
 }
 
 // taskEventRead reports whether a resource's event of kind is read by
-// anyone (Config.EventsRead), asked once per run.
+// anyone (Config.EventsRead, asked once per run).
 func (r *run) taskEventRead(kind bus.EventKind) bool {
 	if !r.eventsKnown {
 		r.eventsKnown = true
-		r.unread = 0
 		if f := r.c.cfg.EventsRead; f != nil {
-			if kinds := f(r.rec.RootRunID); kinds != nil {
-				r.unread = unreadDispatched | unreadFinished
-				for _, k := range kinds {
-					switch k {
-					case bus.EventTaskDispatched:
-						r.unread &^= unreadDispatched
-					case bus.EventTaskFinished:
-						r.unread &^= unreadFinished
-					}
-				}
-			}
+			r.eventsRead = f(r.rec.RootRunID)
 		}
 	}
-	switch kind {
-	case bus.EventTaskDispatched:
-		return r.unread&unreadDispatched == 0
-	case bus.EventTaskFinished:
-		return r.unread&unreadFinished == 0
-	}
-	return true
+	return r.eventsRead == nil || slices.Contains(r.eventsRead, kind)
 }
-
-// The resource event kinds no one reads of a run (run.unread).
-const (
-	unreadDispatched = 1 << iota
-	unreadFinished
-)
 
 // queuedEvent is an event stamped and not yet published.
 type queuedEvent struct {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -80,9 +81,11 @@ func (c *cluster) busFloor(ctx context.Context, trips int) *BusFloor {
 		f.Err = fmt.Errorf("bus floor: start the worker: %w", err)
 		return f
 	}
-	defer func() { _ = worker.Process.Kill(); _ = worker.Wait() }()
+	stopWorker := sync.OnceFunc(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
+	defer stopWorker()
 	s := c.h.run.run(ctx, time.Minute, "", c.h.benchrun, busFloorCommand, "--server", c.url, "--role", "client", "--trips", fmt.Sprint(trips))
 	if s.err != nil {
+		stopWorker() // its stderr is complete (and no longer written) once it is waited for
 		f.Err = fmt.Errorf("bus floor: %w (worker: %s)", s.err, oneLine(errors.New(werr.String())))
 		return f
 	}
