@@ -196,7 +196,7 @@ const (
 	oneShotFirstGC = 64 << 20
 	// oneShotHugeHeap: the heap advised for huge pages (prepareHeap), in
 	// whole huge pages under oneShotFirstGC with the heap's start beside.
-	oneShotHugeHeap = 48 << 20
+	oneShotHugeHeap = 40 << 20
 	oneShotLiveHeap = 48 << 20
 	// oneShotMemoryLimit: the RSS is this plus some 35 MB (the binary's
 	// pages, stacks, the collector's own). The converged apply of
