@@ -12,7 +12,6 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"runtime/pprof"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -160,21 +159,12 @@ func tuneGC(args []string) {
 // 11,700 page faults and some 45 ms of system CPU on the benchmark's
 // machine, more than half its run's wall on two cores; with the heap
 // advised it takes some 3,200 (docs/performance.md, "Round 6").
-// MANIFOLD_HUGE_HEAP=N advises N MiB instead, 0 none.
+// MANIFOLD_HUGE_HEAP=0 turns it off.
 func prepareHeap() {
-	size := oneShotHugeHeap
-	if v := os.Getenv("MANIFOLD_HUGE_HEAP"); v != "" {
-		mib, err := strconv.Atoi(v)
-		if err != nil || mib < 0 || mib > oneShotFirstGC>>20 {
-			fmt.Fprintf(os.Stderr, "manifold: MANIFOLD_HUGE_HEAP=%q: want MiB from 0 (off) to %d; using %d\n", v, oneShotFirstGC>>20, size>>20)
-		} else {
-			size = mib << 20
-		}
-	}
-	if size == 0 || !hugePagesAdvised() {
+	if os.Getenv("MANIFOLD_HUGE_HEAP") == "0" || !hugePagesAdvised() {
 		return
 	}
-	adviseHugeHeap(size)
+	adviseHugeHeap(oneShotHugeHeap)
 }
 
 // liveHeap is the live heap of the last completed collection; false when
