@@ -4,7 +4,6 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"testing"
 	"time"
 )
@@ -81,10 +80,6 @@ func TestTuneGCFirstCollection(t *testing.T) {
 
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
-	// The collection prepareHeap forces would run the hooks earlier calls
-	// of tuneGC in this process left armed (-count=2): off here, and
-	// checked on its own at the end.
-	t.Setenv("MANIFOLD_HUGE_HEAP", "0")
 	tuneGC([]string{"apply", "m.yaml"})
 	if p, l := gcPercent(), memLimit(); p != -1 || l != oneShotFirstGC {
 		t.Fatalf("before the first collection: GOGC %d, limit %d; want off (-1), %d", p, l, oneShotFirstGC)
@@ -109,23 +104,4 @@ func TestTuneGCFirstCollection(t *testing.T) {
 	if p, l := gcPercent(), memLimit(); p != 100 || l != oneShotMemoryLimit {
 		t.Errorf("GOGC set: GOGC %d, limit %d; want the environment's (100 here), %d", p, l, oneShotMemoryLimit)
 	}
-
-	// The collection prepareHeap forces comes before the hook is armed: it
-	// is not taken for the first one.
-	t.Setenv("GOGC", "")
-	t.Setenv("MANIFOLD_HUGE_HEAP", "")
-	cycles := gcCycles()
-	tuneGC([]string{"apply", "m.yaml"})
-	if hugePagesAdvised() && gcCycles() == cycles {
-		t.Errorf("huge pages advised here, yet tuneGC forced no collection")
-	}
-	if p := gcPercent(); p != -1 {
-		t.Errorf("after the collection prepareHeap forced: GOGC %d, want still off (-1)", p)
-	}
-}
-
-func gcCycles() uint64 {
-	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
 }

@@ -124,9 +124,6 @@ func tuneGC(args []string) {
 	case limit:
 		debug.SetMemoryLimit(oneShotMemoryLimit)
 	}
-	if first {
-		prepareHeap()
-	}
 	afterEachGC(func() bool {
 		live, ok := liveHeap()
 		if first {
@@ -152,21 +149,6 @@ func tuneGC(args []string) {
 	})
 }
 
-// prepareHeap gives a one-shot command's heap huge pages where the kernel
-// hands them out on request (hugePagesAdvised): the first oneShotHugeHeap
-// bytes the command allocates fault in by 2 MiB rather than by 4 KiB. A
-// converged 2,000-file apply touched 46 MB of heap one page at a time,
-// 11,700 page faults and some 45 ms of system CPU on the benchmark's
-// machine, more than half its run's wall on two cores; with the heap
-// advised it takes some 3,200 (docs/performance.md, "Round 6").
-// MANIFOLD_HUGE_HEAP=0 turns it off.
-func prepareHeap() {
-	if os.Getenv("MANIFOLD_HUGE_HEAP") == "0" || !hugePagesAdvised() {
-		return
-	}
-	adviseHugeHeap(oneShotHugeHeap)
-}
-
 // liveHeap is the live heap of the last completed collection; false when
 // the runtime does not publish it.
 func liveHeap() (uint64, bool) {
@@ -183,10 +165,7 @@ const (
 	oneShotGCPercent = 400
 	// oneShotFirstGC: the heap's size at the first collection (GOGC off
 	// and this soft limit until then).
-	oneShotFirstGC = 64 << 20
-	// oneShotHugeHeap: the heap advised for huge pages (prepareHeap), in
-	// whole huge pages under oneShotFirstGC with the heap's start beside.
-	oneShotHugeHeap = 40 << 20
+	oneShotFirstGC  = 64 << 20
 	oneShotLiveHeap = 48 << 20
 	// oneShotMemoryLimit: the RSS is this plus some 35 MB (the binary's
 	// pages, stacks, the collector's own). The converged apply of
