@@ -69,6 +69,12 @@ func TestCancellationsLookedUpOncePerRun(t *testing.T) {
 	eventually(t, "the child run's task to run", func() bool { return exists(filepath.Join(dir, "child")) })
 	heard(map[string]int{tb.runID: 1, child.RunID: 1})
 
+	// Every task so far acked before the reconnection: an ack lost with
+	// the connection would have the server deliver that task again, and
+	// its delivery look its runs up again (a loaded run of the suite
+	// counted the child run twice).
+	eventually(t, "the tasks run so far to be acked", func() bool { return backlog(t, tb.bus) == 0 })
+
 	// Cancelled in the bucket, the announcement missed: once the
 	// connection is re-established the run is looked up again.
 	require.NoError(t, tb.bus.MarkCancelled(t.Context(), tb.runID))
