@@ -46,6 +46,10 @@ func parseFast(s *schema, filename string, src []byte) (*Manifest, bool) {
 // compare both ways).
 var streamItems = true
 
+// asyncItemsOn turns the loader's second goroutine off (asyncItems; tests
+// compare both ways).
+var asyncItemsOn = true
+
 // parseFastStreaming is parseFast, the items of the resources' block
 // entries made into resources as they are read when stream is set; again
 // says to parse without: the manifest has manifest-level defaults, which
@@ -54,11 +58,19 @@ func parseFastStreaming(s *schema, filename string, src []byte, stream bool) (m 
 	tf := token.NewFile(filename, -1, len(src))
 	p := &loader{s: s, filename: filename, empty: s.ctx.CompileString("{}"), sub: []*ynode{}, tf: tf}
 	var sink itemSink
+	var async *asyncItems
 	if stream {
 		tf.SetLinesForContent(src)
 		sink = p
+		if len(src) >= asyncItemsBytes && asyncItemsOn {
+			async = newAsyncItems(p)
+			sink = async
+		}
 	}
 	root, ok := parseSubsetTo(src, sink)
+	if async != nil && !async.wait() {
+		ok = false // the loader gave an item up: as a synchronous sink would have stopped the reader
+	}
 	if !ok || root.kind != ymap {
 		// Streamed items may have failed for want of manifest-level
 		// defaults: the plain subset reader decides.

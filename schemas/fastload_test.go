@@ -247,14 +247,15 @@ func TestFastPathAllocationsPerResource(t *testing.T) {
 }
 
 // BenchmarkParseBenchManifest parses e2e/bench's manifest on the fast
-// path and on the full one.
+// path (its items made into resources on a second goroutine or not) and
+// on the full one.
 func BenchmarkParseBenchManifest(b *testing.B) {
 	for _, n := range []int{2000, 20000} {
 		src := benchManifest(n)
-		for _, fast := range []bool{true, false} {
-			b.Run(fmt.Sprintf("n=%d/fast=%v", n, fast), func(b *testing.B) {
-				fastPath = fast
-				defer func() { fastPath = true }()
+		for _, mode := range []string{"fast", "fast-one-goroutine", "full"} {
+			b.Run(fmt.Sprintf("n=%d/%s", n, mode), func(b *testing.B) {
+				fastPath, asyncItemsOn = mode != "full", mode == "fast"
+				defer func() { fastPath, asyncItemsOn = true, true }()
 				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := parseUnchecked("m.yaml", src); err != nil {
