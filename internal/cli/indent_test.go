@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/coordinator"
 )
 
@@ -213,4 +214,49 @@ func TestWriteIndentedJSONWidensAPipe(t *testing.T) {
 	require.Greater(t, int(size), 64<<10, "the pipe's buffer")
 	require.NoError(t, w.Close())
 	require.Equal(t, string(stdIndent(t, src))+"\n", string(<-got))
+}
+
+// A report's encoding (coordinator.MarshalReport) always takes the fast
+// path whole, whatever its strings hold, so writeEncodedReport may skip
+// the pass that makes sure of it; what it writes is what json.Indent
+// makes. A document that is not compact after all is cut short with an
+// error rather than written wrong.
+func TestMarshalReportIndentsOnTheFastPath(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	odd := []string{"", `"`, `\`, `\"`, `"\\"`, "\n\t\r", " : , { } [ ] ", "\u2028\u2029", "<&>", "é漢字", "\x00\x1f", "\xff\xfe", `\u00e9`}
+	str := func() string {
+		var b strings.Builder
+		for range r.IntN(4) {
+			b.WriteString(odd[r.IntN(len(odd))])
+		}
+		return b.String()
+	}
+	var report func(depth int) *coordinator.Report
+	report = func(depth int) *coordinator.Report {
+		started := time.Unix(r.Int64N(2e9), r.Int64N(1e9)).UTC()
+		rep := &coordinator.Report{RunID: str(), Manifest: str(), Status: coordinator.RunStatus(str()), Noop: r.IntN(2) == 0,
+			DurationMS: r.Int64N(1e6), TraceID: str(), Error: str(), PreMessage: str(), StartedAt: &started}
+		for range r.IntN(6) {
+			rr := coordinator.ResourceReport{Ref: str(), Type: str(), Name: str(), Alias: str(), Status: str(), Message: str(),
+				Error: str(), Worker: str(), Diff: str(), Attempts: r.IntN(3), DurationMS: r.Int64N(1000)}
+			if r.IntN(3) == 0 {
+				rr.HealthChecks = []bus.HealthCheck{{Name: str(), Status: str(), Output: str(), Tries: r.IntN(3)}}
+			}
+			if depth < 2 && r.IntN(4) == 0 {
+				rr.Child = report(depth + 1)
+			}
+			rep.Resources = append(rep.Resources, rr)
+		}
+		return rep
+	}
+	for i := range 300 {
+		src, err := coordinator.MarshalReport(report(0))
+		require.NoError(t, err)
+		require.True(t, indentCompact(discard{}, src), "report %d is not compact: %s", i, src)
+		var got bytes.Buffer
+		require.NoError(t, writeEncodedReport(&got, src))
+		require.Equal(t, string(stdIndent(t, src))+"\n", got.String(), "report %d", i)
+	}
+	var got bytes.Buffer
+	require.ErrorIs(t, writeEncodedReport(&got, []byte(`{"a": 1}`)), errNotCompact)
 }

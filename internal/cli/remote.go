@@ -76,12 +76,13 @@ func writeReport(w io.Writer, rep *coordinator.Report, indent bool) error {
 	return writeReportData(w, data, indent)
 }
 
-// writeReportData writes a report's encoding as writeReport does:
-// indented as it is written, in chunks (writeIndentedJSON), or compact in
-// one write.
+// writeReportData writes a report's encoding (MarshalReport's, never
+// bytes read from the store: those go through writeIndentedJSON) as
+// writeReport does: indented as it is written, in chunks
+// (writeEncodedReport), or compact in one write.
 func writeReportData(w io.Writer, data []byte, indent bool) error {
 	if indent {
-		return writeIndentedJSON(w, data)
+		return writeEncodedReport(w, data)
 	}
 	data = append(data[:len(data):len(data)], '\n') // never into the caller's spare capacity
 	_, err := w.Write(data)
