@@ -94,12 +94,14 @@ type Config struct {
 	// a run resumed or without an entry is compiled from its bundle.
 	Compiled func(runID string) (*Plan, bool)
 	// Finished, when set, is given the report of each run this
-	// coordinator finishes, once the report is stored and before the
-	// run's run_finished event: rep as stored (child runs' reports not
-	// nested: GetReport nests them) and data, its stored bytes. Neither
-	// may be modified, and it must not block. The embedded engine of
-	// `manifold apply` prints its run's report from here rather than
-	// reading back and decoding what was just stored.
+	// coordinator finishes, once the report is final and before it is
+	// stored (and so before the run's run_finished event): rep as it is
+	// stored (child runs' reports not nested: GetReport nests them) and
+	// data, the bytes stored. Neither may be modified, and it must not
+	// block. The embedded engine of `manifold apply` prints its run's
+	// report from here rather than reading back and decoding what was
+	// just stored, with --output json while it is stored (its store is
+	// its own, gone with the process).
 	Finished func(runID string, rep *Report, data []byte)
 	// EventsRead, when set, returns the kinds of progress event anyone
 	// can read of the run tree rootRunID, nil for every kind; a

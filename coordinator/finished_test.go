@@ -13,7 +13,8 @@ import (
 )
 
 // TestFinishedHandsOverTheStoredReport: Config.Finished is given each
-// finished run's report before its run_finished event, and its bytes are
+// finished run's report before its run_finished event (before it is
+// stored, even), and its bytes are
 // those GetReport's report encodes to (what `manifold apply --output json`
 // prints from them): changed, stable, failed, skipped and noop resources,
 // diffs, messages with quotes and non-ASCII text, a post_message.

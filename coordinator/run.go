@@ -884,15 +884,16 @@ func (r *run) finish(ctx context.Context) {
 	}
 	folded := r.fold(ctx, rep) // a fan-out's children (fold.go)
 	data, err := marshalReport(rep)
+	if err == nil && r.c.cfg.Finished != nil {
+		// Final now: its reader may print it while it is stored.
+		r.c.cfg.Finished(rec.RunID, rep, data)
+	}
 	if err == nil {
 		err = r.c.bus.PutReport(ctx, rec.RunID, data)
 	}
 	if err != nil {
 		r.log.Error("report not stored; leaving the run for recovery", "error", err)
 		return
-	}
-	if r.c.cfg.Finished != nil {
-		r.c.cfg.Finished(rec.RunID, rep, data)
 	}
 	if err := r.write(ctx); err != nil {
 		r.leave(ctx, err)

@@ -103,7 +103,7 @@ func (h *planHandoff) take(runID string) (*coordinator.Plan, bool) {
 // and encoded again 45 ms, of a converged apply's wall.
 type reportHandoff struct {
 	mu      sync.Mutex
-	wanted  map[string]bool
+	wanted  map[string]chan struct{} // closed when the report is handed over
 	reports map[string]storedReport
 }
 
@@ -118,22 +118,40 @@ func (h *reportHandoff) want(runID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.wanted == nil {
-		h.wanted = map[string]bool{}
+		h.wanted = map[string]chan struct{}{}
 	}
-	h.wanted[runID] = true
+	if h.wanted[runID] == nil {
+		h.wanted[runID] = make(chan struct{})
+	}
+}
+
+// handed is closed once runID's report (wanted) is handed over; nil when
+// it is not wanted (a nil channel: never).
+func (h *reportHandoff) handed(runID string) <-chan struct{} {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.wanted[runID]
 }
 
 // put is coordinator.Config.Finished.
 func (h *reportHandoff) put(runID string, rep *coordinator.Report, data []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.wanted[runID] {
+	ready, ok := h.wanted[runID]
+	if !ok {
+		return
+	}
+	if _, again := h.reports[runID]; again {
 		return
 	}
 	if h.reports == nil {
 		h.reports = map[string]storedReport{}
 	}
 	h.reports[runID] = storedReport{rep: rep, data: data}
+	close(ready)
 }
 
 // take returns runID's report once, if the coordinator handed it over and

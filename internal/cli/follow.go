@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -85,12 +86,23 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 		p.event(ev)
 		return !(ev.Kind == bus.EventRunFinished && ev.RunID == runID)
 	}
+	followEvents := func(ctx context.Context) error {
+		switch kinds := p.kinds(); {
+		case p.quiet:
+			return b.FollowEvents(ctx, runID, follow, kinds...)
+		default:
+			return b.FollowTreeEvents(ctx, runID, follow, kinds...)
+		}
+	}
 	var err error
-	switch kinds := p.kinds(); {
-	case p.quiet:
-		err = b.FollowEvents(ctx, runID, follow, kinds...)
-	default:
-		err = b.FollowTreeEvents(ctx, runID, follow, kinds...)
+	if ready := o.reports.handed(runID); ready != nil && o.output == "json" {
+		var code int
+		var printed bool
+		if code, printed, err = followHanded(ctx, st, runID, o, ready, followEvents); printed {
+			return code
+		}
+	} else {
+		err = followEvents(ctx)
 	}
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
@@ -142,6 +154,61 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 		printMessage(st, o.output, rep.PostMessage)
 	}
 	mark(ctx, PhaseReportWritten)
+	return exitFor(st, o, rep, rejected)
+}
+
+// followHanded is followRun's way with --output json when the embedded
+// coordinator hands the report over: the report is printed as soon as it
+// is final, while the coordinator stores it and records the run's end
+// (5 of a converged 20,000-file apply's last 30 ms, which one core did
+// alone), and the run_finished event is then awaited for at most
+// endWait; printed says so, and code is the exit code. Otherwise (a
+// rejected run, an error, the context ended, a report to read from the
+// store) err is what following the events gave, and followRun goes on
+// from there.
+func followHanded(ctx context.Context, st IO, runID string, o followOpts, ready <-chan struct{}, followEvents func(context.Context) error) (code int, printed bool, err error) {
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan error, 1)
+	go func() { done <- followEvents(fctx) }()
+	select {
+	case err := <-done:
+		return 0, false, err
+	case <-ready:
+	}
+	stored, handed := o.reports.take(runID)
+	if !handed {
+		// Not the whole report (a child's to nest, a post_message):
+		// followRun reads it once the run's end is recorded.
+		return 0, false, <-done
+	}
+	mark(ctx, PhaseRunFinished)
+	mark(ctx, PhaseReportRead)
+	_ = writeReportData(st.Stdout, stored.data, true)
+	mark(ctx, PhaseReportWritten)
+	// The run's end recorded before the engine stops (its coordinator
+	// would be cancelled half way), bounded: the report is out.
+	stop := time.AfterFunc(handedEndWait, func() { cancel(errEndNotRecorded) })
+	defer stop.Stop()
+	if err := <-done; err != nil {
+		if cause := context.Cause(fctx); cause != nil {
+			err = cause
+		}
+		fmt.Fprintf(st.Stderr, "manifold: run %s: %v\n", runID, err)
+	}
+	return exitFor(st, o, stored.rep, false), true, nil
+}
+
+// handedEndWait bounds the wait for a run's run_finished event after its
+// handed-over report was printed (followHanded; shorter in tests).
+var handedEndWait = endWait
+
+// errEndNotRecorded: the run's report was printed but its run_finished
+// event did not follow within handedEndWait.
+var errEndNotRecorded = errors.New("the run's end was not recorded soon after its report was printed")
+
+// exitFor is the exit code rep calls for (followRun).
+func exitFor(st IO, o followOpts, rep *coordinator.Report, rejected bool) int {
 	switch {
 	case rejected:
 		if o.output == "json" {

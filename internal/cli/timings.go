@@ -36,7 +36,7 @@ const (
 	PhaseEngineReady       = "engine_ready"       // the command has the started engine
 	PhaseBundleStored      = "bundle_stored"      // bundle stored on the bus
 	PhaseRunSubmitted      = "run_submitted"      // run request published
-	PhaseRunFinished       = "run_finished"       // the run's run_finished event read
+	PhaseRunFinished       = "run_finished"       // the run's run_finished event read (embedded, --output json: its report handed over)
 	PhaseReportRead        = "report_read"        // the run's report read from the bus
 	PhaseReportWritten     = "report_written"     // report or summary printed
 	PhaseEngineStopped     = "engine_stopped"     // embedded engine stopped
