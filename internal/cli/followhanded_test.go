@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,24 +11,6 @@ import (
 
 	"github.com/manifold-run/manifold/coordinator"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // With --output json and the embedded coordinator's hand-over, the report
 // is printed as soon as it is handed over, before the run's end is
@@ -52,7 +32,7 @@ func TestFollowHandedPrintsTheReportFirst(t *testing.T) {
 
 	// The report printed while the events still wait for the run's end.
 	h, ready := handOver()
-	var out, errOut lockedBuffer
+	var out, errOut syncBuffer
 	st := IO{Stdout: &out, Stderr: &errOut}
 	release := make(chan struct{})
 	followed := make(chan struct{})
@@ -89,7 +69,7 @@ func TestFollowHandedPrintsTheReportFirst(t *testing.T) {
 	handedEndWait = 50 * time.Millisecond
 	h, ready = handOver()
 	h.put("r1", failed, data)
-	out, errOut = lockedBuffer{}, lockedBuffer{}
+	out, errOut = syncBuffer{}, syncBuffer{}
 	code, printed, err = followHanded(t.Context(), IO{Stdout: &out, Stderr: &errOut}, "r1", followOpts{output: "json", reports: h}, ready, func(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
@@ -101,7 +81,7 @@ func TestFollowHandedPrintsTheReportFirst(t *testing.T) {
 
 	// The events end first: nothing printed, their error handed back.
 	h, ready = handOver()
-	out = lockedBuffer{}
+	out = syncBuffer{}
 	boom := errors.New("boom")
 	_, printed, err = followHanded(t.Context(), IO{Stdout: &out, Stderr: &errOut}, "r1", followOpts{output: "json", reports: h}, ready,
 		func(context.Context) error { return boom })
@@ -116,7 +96,7 @@ func TestFollowHandedPrintsTheReportFirst(t *testing.T) {
 	pdata, err := coordinator.MarshalReport(parent)
 	require.NoError(t, err)
 	h.put("r1", parent, pdata)
-	out = lockedBuffer{}
+	out = syncBuffer{}
 	_, printed, err = followHanded(t.Context(), IO{Stdout: &out, Stderr: &errOut}, "r1", followOpts{output: "json", reports: h}, ready,
 		func(context.Context) error { return nil })
 	require.NoError(t, err)
