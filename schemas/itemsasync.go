@@ -1,6 +1,10 @@
 package schemas
 
-import "sync/atomic"
+import (
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+)
 
 // asyncItemsBytes is the smallest manifest whose streamed block items are
 // made into resources on a second goroutine (asyncItems): reading a
@@ -28,6 +32,9 @@ type asyncItems struct {
 	free    chan *itemBatch
 	done    chan struct{}
 	stopped atomic.Bool
+	// panicked is what the loader panicked with (and where), set before
+	// done is closed.
+	panicked any
 }
 
 type asyncItem struct {
@@ -61,6 +68,17 @@ func newAsyncItems(to itemSink) *asyncItems {
 
 func (a *asyncItems) loop() {
 	defer close(a.done)
+	defer func() {
+		// A loader that panics panics in the reader's goroutine (wait),
+		// where the caller's recover sees it, as it did synchronously;
+		// the reader is stopped, and what it already sent is drained.
+		if r := recover(); r != nil {
+			a.panicked = fmt.Sprintf("%v\n\n(the loader's goroutine:)\n%s", r, debug.Stack())
+			a.stopped.Store(true)
+			for range a.work {
+			}
+		}
+	}()
 	for b := range a.work {
 		if !a.stopped.Load() {
 			for _, it := range b.items {
@@ -113,6 +131,9 @@ func (a *asyncItems) wait() bool {
 	a.cur = nil
 	close(a.work)
 	<-a.done
+	if a.panicked != nil {
+		panic(a.panicked)
+	}
 	return !a.stopped.Load()
 }
 

@@ -123,3 +123,31 @@ func (c *countingSink) item(seq *ynode, ccm bool, entry int, typ string, j, left
 	c.n++
 	return c.to.item(seq, ccm, entry, typ, j, left, item)
 }
+
+// A loader that panics has the panic come out of wait, in the reader's
+// goroutine, once the reader stopped: as a synchronous sink's would.
+func TestAsyncItemsPanicReachesTheReader(t *testing.T) {
+	src := []byte(bigBlocks(6000, 6000, false, ""))
+	a := newAsyncItems(&panickingSink{at: 10})
+	_, ok := parseSubsetTo(src, a)
+	require.False(t, ok, "the reader was not stopped")
+	defer func() {
+		r := recover()
+		require.NotNil(t, r, "no panic out of wait")
+		require.Contains(t, fmt.Sprint(r), "loader bug at item 10")
+		require.Contains(t, fmt.Sprint(r), "the loader's goroutine")
+	}()
+	a.wait()
+}
+
+// panickingSink panics at its at-th item.
+type panickingSink struct{ at, seen int }
+
+func (p *panickingSink) blockType(key string) bool { return key == "file" }
+func (p *panickingSink) item(_ *ynode, _ bool, _ int, _ string, _, _ int, _ *ynode) bool {
+	p.seen++
+	if p.seen > p.at {
+		panic(fmt.Sprintf("loader bug at item %d", p.at))
+	}
+	return true
+}
