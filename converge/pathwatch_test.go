@@ -1,6 +1,7 @@
 package converge
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -204,15 +205,23 @@ func (b *watchBundle) checkWatches(key string) []entry {
 	return slices.Clone(b.pw.entries[key])
 }
 
+// settleWithin bounds how long a watch may take to hold again after its
+// directories stop changing: a key the churn left unsettled waits for its
+// next retry, up to retryMax away, and the events before it are handled
+// meanwhile (a loaded run of the suite left one unwatched for more than
+// the 5 s these waits had).
+const settleWithin = retryMax + 5*time.Second
+
 // chmodHinted changes f's mode until a hint of key names that chmod, and
-// fails after a deadline. The watcher may still be handling the events
+// fails after settleWithin. The watcher may still be handling the events
 // before it (a directory made: its watch is added when its create event
 // is handled, so a chmod made before that has no event; the hint of that
-// create stands for it): once a chmod is hinted by name, every earlier
-// event was handled and the watch holds.
+// create stands for it), or waiting to retry a key the churn left
+// unsettled: once a chmod is hinted by name, every earlier event was
+// handled and the watch holds.
 func (b *watchBundle) chmodHinted(key, f string) {
 	b.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(settleWithin)
 	for mode := os.FileMode(0o600); ; mode ^= 0o040 {
 		must(b.t, os.Chmod(f, mode))
 		for wait := time.After(200 * time.Millisecond); ; {
@@ -227,18 +236,21 @@ func (b *watchBundle) chmodHinted(key, f string) {
 			break
 		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("chmod of %s not hinted within 5s", f)
+			b.pw.mu.Lock()
+			unsettled, backoff := maps.Clone(b.pw.unsettled), b.pw.backoff
+			b.pw.mu.Unlock()
+			b.t.Fatalf("chmod of %s not hinted within %s (unsettled %v, next retry within %s)", f, settleWithin, unsettled, backoff)
 		}
 	}
 }
 
 // checked waits until hints of the keys, each followed by a read of its
 // file (what a check does), have seen at least want in every file;
-// it fails after a deadline.
+// it fails after settleWithin.
 func (b *watchBundle) checked(files map[string]string, want int) {
 	b.t.Helper()
 	seen := map[string]int{}
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(settleWithin)
 	for {
 		done := true
 		for k := range files {
@@ -267,10 +279,10 @@ func (b *watchBundle) checked(files map[string]string, want int) {
 			}
 		case <-deadline:
 			b.pw.mu.Lock()
-			b.t.Logf("watched: %v", b.pw.names)
+			b.t.Logf("watched: %v; unsettled: %v", b.pw.names, b.pw.unsettled)
 			b.pw.mu.Unlock()
 			b.t.Logf("fsnotify holds: %v", b.pw.w.WatchList())
-			b.t.Fatalf("write %d not hinted within 5s: checks after hints saw %v", want, seen)
+			b.t.Fatalf("write %d not hinted within %s: checks after hints saw %v", want, settleWithin, seen)
 		}
 	}
 }
@@ -381,7 +393,7 @@ func TestPathWatcherFollowsChurnUnderWrites(t *testing.T) {
 	// seenAtLeast waits until a check after a hint has seen n.
 	seenAtLeast := func(n int) {
 		t.Helper()
-		deadline := time.After(5 * time.Second)
+		deadline := time.After(settleWithin)
 		for {
 			mu.Lock()
 			got := seen
@@ -396,7 +408,7 @@ func TestPathWatcherFollowsChurnUnderWrites(t *testing.T) {
 				t.Logf("watched: %v; unsettled: %v", b.pw.names, b.pw.unsettled)
 				b.pw.mu.Unlock()
 				t.Logf("fsnotify holds: %v", b.pw.w.WatchList())
-				t.Fatalf("write %d not hinted within 5s (checks saw %d)", n, got)
+				t.Fatalf("write %d not hinted within %s (checks saw %d)", n, settleWithin, got)
 			}
 		}
 	}
