@@ -26,38 +26,17 @@ func indentJSON(dst *bytes.Buffer, src []byte) error {
 	return nil
 }
 
-// writeIndentedJSON writes src indented as indentJSON does, and a
-// newline, to w through a buffer of indentChunk bytes: a 20,000-resource
-// report (7.7 MB indented) is never whole in memory twice, and its
-// first bytes reach a reader while the rest is indented. A first pass
-// that writes nothing tells whether the fast path will take src whole,
-// so nothing is written of a document it would give up half way
-// (json.Indent, which validates, indents that one into memory first).
-func writeIndentedJSON(w io.Writer, src []byte) error {
-	return writeIndented(w, src, false)
-}
-
-// writeEncodedReport is writeIndentedJSON for a report's own encoding
+// writeEncodedReport writes src, a report's encoding
 // (coordinator.MarshalReport, in this process or handed over by the
-// embedded coordinator): compact by construction
-// (TestMarshalReportIndentsOnTheFastPath), so the pass that tells whether
-// the fast path takes it whole is skipped (7 ms of a 20,000-resource
-// report's 16). Should the fast path give such a document up all the same,
-// what it wrote stays written and an error says so.
+// embedded coordinator), indented as indentJSON does, and a newline, to w
+// through a buffer of indentChunk bytes: a 20,000-resource report (7.7 MB
+// indented) is never whole in memory twice, and its first bytes reach a
+// reader while the rest is indented. Such an encoding is compact by
+// construction (TestMarshalReportIndentsOnTheFastPath), so the fast path
+// takes it whole without a first pass to make sure (that pass was 7 ms
+// of a 20,000-resource report's 16); should it give a document up all
+// the same, what it wrote stays written and errNotCompact says so.
 func writeEncodedReport(w io.Writer, src []byte) error {
-	return writeIndented(w, src, true)
-}
-
-func writeIndented(w io.Writer, src []byte, compact bool) error {
-	if !compact && !indentCompact(discard{}, src) {
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, src, "", "  "); err != nil {
-			return err
-		}
-		buf.WriteByte('\n')
-		_, err := w.Write(buf.Bytes())
-		return err
-	}
 	widenPipe(w, len(src)+len(src)/2)
 	bw := bufio.NewWriterSize(w, indentChunk)
 	if !indentCompact(bw, src) {
@@ -71,23 +50,16 @@ func writeIndented(w io.Writer, src []byte, compact bool) error {
 // errNotCompact: a report's encoding the fast path could not indent.
 var errNotCompact = errors.New("report: its encoding is not compact JSON; the output above is cut short")
 
-// indentChunk is the most writeIndentedJSON holds before writing.
+// indentChunk is the most writeEncodedReport holds before writing.
 const indentChunk = 256 << 10
 
 // jsonSink is where indentCompact writes: a bytes.Buffer, a
-// bufio.Writer, or discard.
+// bufio.Writer (or, in tests, one that keeps nothing).
 type jsonSink interface {
 	Write([]byte) (int, error)
 	WriteByte(byte) error
 	WriteString(string) (int, error)
 }
-
-// discard is a jsonSink that keeps nothing: indentCompact's dry run.
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error)       { return len(p), nil }
-func (discard) WriteByte(byte) error              { return nil }
-func (discard) WriteString(s string) (int, error) { return len(s), nil }
 
 // indentCompact is indentJSON's fast path; false when src is not compact
 // JSON it can indent (what it wrote to dst is then to be dropped).

@@ -76,10 +76,10 @@ func writeReport(w io.Writer, rep *coordinator.Report, indent bool) error {
 	return writeReportData(w, data, indent)
 }
 
-// writeReportData writes a report's encoding (MarshalReport's, never
-// bytes read from the store: those go through writeIndentedJSON) as
-// writeReport does: indented as it is written, in chunks
-// (writeEncodedReport), or compact in one write.
+// writeReportData writes a report's encoding (MarshalReport's, here or
+// in the embedded coordinator; never bytes read from the store, which are
+// decoded first) as writeReport does: indented as it is written, in
+// chunks (writeEncodedReport), or compact in one write.
 func writeReportData(w io.Writer, data []byte, indent bool) error {
 	if indent {
 		return writeEncodedReport(w, data)
