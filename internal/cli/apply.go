@@ -185,16 +185,18 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	mark(ctx, PhaseCompiled)
 	// Embedded, the bundle is packed while the engine still starts.
 	var req bus.RunRequest
-	var archive []byte
 	if !conn.explicit() {
 		req = bus.RunRequest{
 			RunID: coordinator.NewRunID(), Data: data, Facts: facts, Noop: o.noop, HealthCheckOnly: o.healthCheckOnly, MaxDepth: o.maxDepth,
 		}
-		if archive, err = packBundle(&req, path, tree, true); err != nil {
+		archive, err := packBundle(&req, path, tree, true)
+		if err != nil {
 			fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
 			return ExitInvalid
 		}
 		mark(ctx, PhaseBundlePacked)
+		// Stored by the engine while it starts.
+		starting.storeBundle(archive)
 	}
 	shutdown, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "manifold-cli", Endpoint: o.otlpEndpoint})
 	if err != nil {
@@ -230,15 +232,14 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 		mark(ctx, PhaseEngineStopped)
 	}()
 
-	if err := putBundle(ctx, eng.bus, &req, archive); err != nil {
+	if err := eng.bundleErr; err != nil {
 		fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
-		if ctx.Err() != nil { // --timeout or a signal: could not run
+		if ctx.Err() != nil { // a signal: could not run
 			return ExitUnavailable
 		}
 		return ExitInvalid
 	}
-	archive = nil // collectable during the run
-	mark(ctx, PhaseBundleStored)
+	req.Bundle = eng.bundle
 	if o.watch.enabled {
 		return runWatch(ctx, &watchRun{st: st, eng: eng, tree: tree, req: req, output: o.output.value, runTimeout: o.timeout,
 			facts: facts, jaegerURL: o.jaegerURL, logger: logger}, o.watch)

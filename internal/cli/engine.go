@@ -44,6 +44,12 @@ type embedded struct {
 	// follower reads (coordinator.Config.EventsRead): the server has no
 	// listener, so no one else can.
 	events eventsHandoff
+	// bundle is the name of the bundle handed over by embeddedOpts.Bundle
+	// and stored while the coordinator and the worker started, bundleErr
+	// why it was not.
+	bundle     string
+	bundleErr  error
+	bundleDone chan struct{} // closed once bundle or bundleErr is set, or no bundle came
 }
 
 // eventsHandoff holds, by root run ID, the event kinds the CLI follows
@@ -217,6 +223,11 @@ type embeddedOpts struct {
 	// --timeout.
 	Watch      bool
 	RunTimeout time.Duration
+	// Bundle, when set, gives the archive of the run's bundle once the
+	// command has packed it: it is stored (embedded.bundle) while the
+	// coordinator and the worker start, not after. Closed without a
+	// value: no bundle.
+	Bundle <-chan []byte
 }
 
 func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error) {
@@ -263,6 +274,21 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 		started sync.WaitGroup
 		werr    error
 	)
+	if o.Bundle != nil {
+		// The bundle's put is round trips to the server, as the starts
+		// are: side by side with them (a 1-file apply stored its
+		// bundle in 0.8 ms after the engine was up). The start does
+		// not wait for it: startingEngine.wait does.
+		e.bundleDone = make(chan struct{})
+		go func() {
+			defer close(e.bundleDone)
+			if archive, ok := <-o.Bundle; ok {
+				if e.bundle, e.bundleErr = e.bus.PutBundle(ctx, archive); e.bundleErr == nil {
+					mark(ctx, PhaseBundleStored)
+				}
+			}
+		}()
+	}
 	if !o.NoWorker {
 		started.Go(func() { werr = e.startWorker(ctx, o) })
 	}
@@ -315,11 +341,13 @@ func (e *embedded) startWorker(ctx context.Context, o embeddedOpts) error {
 // command hands them over (startWorker), so its start overlaps the
 // compile too.
 type startingEngine struct {
-	facts chan map[string]any
-	done  chan startedEngine
-	// handed says startWorker was called (by the command's goroutine,
-	// the only one that calls startWorker and abandon).
-	handed bool
+	facts  chan map[string]any
+	bundle chan []byte
+	done   chan startedEngine
+	// handed says startWorker was called, bundleHanded storeBundle or
+	// noBundle (by the command's goroutine, the only one that calls
+	// them, wait and abandon).
+	handed, bundleHanded bool
 }
 
 type startedEngine struct {
@@ -332,8 +360,8 @@ type startedEngine struct {
 var errEngineAbandoned = errors.New("embedded engine: abandoned")
 
 func startEmbeddedAsync(ctx context.Context, o embeddedOpts) *startingEngine {
-	s := &startingEngine{facts: make(chan map[string]any, 1), done: make(chan startedEngine, 1)}
-	o.WorkerFacts = s.facts
+	s := &startingEngine{facts: make(chan map[string]any, 1), bundle: make(chan []byte, 1), done: make(chan startedEngine, 1)}
+	o.WorkerFacts, o.Bundle = s.facts, s.bundle
 	go warmServerIdentity()
 	go func() {
 		e, err := startEmbedded(ctx, o)
@@ -357,10 +385,32 @@ func (s *startingEngine) startWorker(facts map[string]any) {
 	s.facts <- facts
 }
 
-// wait returns the started engine with its worker (startWorker first).
+// storeBundle hands over the archive of the run's bundle: the engine
+// stores it while its coordinator and worker start (embedded.bundle,
+// bundleErr). Called once.
+func (s *startingEngine) storeBundle(archive []byte) {
+	s.bundleHanded = true
+	s.bundle <- archive
+}
+
+// wait returns the started engine with its worker (startWorker first)
+// and the bundle handed to storeBundle stored (embedded.bundle, or
+// bundleErr); none handed, none is stored.
 func (s *startingEngine) wait() (*embedded, error) {
+	s.noBundle()
 	r := <-s.done
+	if r.err == nil && r.e.bundleDone != nil {
+		<-r.e.bundleDone
+	}
 	return r.e, r.err
+}
+
+// noBundle tells the engine no bundle comes, unless one was handed.
+func (s *startingEngine) noBundle() {
+	if !s.bundleHanded {
+		s.bundleHanded = true
+		close(s.bundle)
+	}
 }
 
 // abandon closes the engine once it has started (the command ends early).
@@ -368,6 +418,7 @@ func (s *startingEngine) abandon() {
 	if !s.handed {
 		close(s.facts)
 	}
+	s.noBundle()
 	if r := <-s.done; r.err == nil {
 		r.e.close()
 	}

@@ -45,6 +45,53 @@ func TestStartingEngineStartsWorkerOnFacts(t *testing.T) {
 	require.Contains(t, string(entry.Value), `"role":"db"`)
 }
 
+// TestStartingEngineStoresTheBundle: a bundle handed to the starting
+// engine is stored while its coordinator and worker start, and wait
+// returns once it is (its name, or why it was not: a bundle over the
+// store's limit); a wait with no bundle handed stores none.
+func TestStartingEngineStoresTheBundle(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	archive := []byte("a bundle's bytes")
+	for _, tc := range []struct {
+		name    string
+		archive []byte
+		hand    bool
+		err     error
+	}{
+		{"stored", archive, true, nil},
+		{"over the limit", make([]byte, 64<<20+1), true, bus.ErrTooLarge},
+		{"none handed", nil, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startEmbeddedAsync(ctx, quietEmbeddedOpts())
+			s.startWorker(map[string]any{})
+			if tc.hand {
+				s.storeBundle(tc.archive)
+			}
+			e, err := s.wait()
+			require.NoError(t, err)
+			defer e.close()
+			switch {
+			case tc.err != nil:
+				require.ErrorIs(t, e.bundleErr, tc.err)
+				require.Empty(t, e.bundle)
+			case !tc.hand:
+				require.NoError(t, e.bundleErr)
+				require.Empty(t, e.bundle)
+			default:
+				require.NoError(t, e.bundleErr)
+				require.NotEmpty(t, e.bundle)
+				got, err := e.bus.GetBundle(ctx, e.bundle)
+				require.NoError(t, err)
+				require.Equal(t, tc.archive, got)
+			}
+			require.NotNil(t, e.worker, "the engine is up")
+		})
+	}
+}
+
 // TestStartingEngineAbandoned: a command that ends before handing the
 // facts over (an invalid manifest) or after stops the engine and
 // removes its store.

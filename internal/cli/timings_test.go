@@ -77,11 +77,15 @@ func TestApplyTimingsFileHoldsOrderedPhases(t *testing.T) {
 	}
 	// The command's path.
 	inOrder(PhaseMain, PhaseCommand, PhaseFacts, PhaseCompiled, PhaseBundlePacked, PhaseTelemetry, PhaseEngineReady,
-		PhaseBundleStored, PhaseRunSubmitted, PhaseRunFinished, PhaseReportRead, PhaseReportWritten, PhaseEngineStopped, PhaseExit)
-	// The engine's, side by side with it; its worker needs the facts.
+		PhaseRunSubmitted, PhaseRunFinished, PhaseReportRead, PhaseReportWritten, PhaseEngineStopped, PhaseExit)
+	// The engine's, side by side with it; its worker needs the facts, the
+	// bundle's put the packed bundle, and both are done when the command
+	// has the engine.
 	inOrder(PhaseCommand, PhaseEngineStore, PhaseEngineServer, PhaseEngineConnected, PhaseEngineStreams,
 		PhaseEngineCoordinator, PhaseEngineWorker, PhaseEngineReady)
 	inOrder(PhaseFacts, PhaseEngineWorker)
+	inOrder(PhaseEngineStreams, PhaseBundleStored, PhaseEngineReady)
+	inOrder(PhaseBundlePacked, PhaseBundleStored)
 	require.Len(t, f.Phases, 20, "%v", names)
 }
 
