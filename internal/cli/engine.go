@@ -50,6 +50,9 @@ type embedded struct {
 	bundle     string
 	bundleErr  error
 	bundleDone chan struct{} // closed once bundle or bundleErr is set, or no bundle came
+	// swept is closed once the stores of engines killed earlier are
+	// removed (startEmbedded); stop waits for it.
+	swept chan struct{}
 }
 
 // eventsHandoff holds, by root run ID, the event kinds the CLI follows
@@ -237,9 +240,18 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 			e.close()
 		}
 	}()
-	for _, base := range tmpdir.Bases() {
-		removeAbandonedStores(base)
-	}
+	// The stores of engines killed before they removed theirs go beside
+	// the start: a scan of /dev/shm and the temporary directory, 0.1 to
+	// 1 ms here and more on a host whose /tmp holds thousands of
+	// entries. This engine's own store is never taken for one: it is
+	// not abandoned while its lock is younger than 10 s or held.
+	e.swept = make(chan struct{})
+	go func() {
+		defer close(e.swept)
+		for _, base := range tmpdir.Bases() {
+			removeAbandonedStores(base)
+		}
+	}()
 	if e.dir, err = os.MkdirTemp(tmpdir.Base(), embeddedStorePrefix); err != nil {
 		return nil, fmt.Errorf("embedded engine: store directory: %w", err)
 	}
@@ -439,6 +451,9 @@ func (e *embedded) close() { e.stop(false) }
 func (e *embedded) closeBeforeExit() { e.stop(true) }
 
 func (e *embedded) stop(exiting bool) {
+	if e.swept != nil {
+		defer func() { <-e.swept }()
+	}
 	var removed sync.WaitGroup
 	if exiting && e.dir != "" {
 		removed.Go(func() { _ = os.RemoveAll(e.dir) })

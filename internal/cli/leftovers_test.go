@@ -89,3 +89,25 @@ func TestAbandonedEmbeddedStoreRemoved(t *testing.T) {
 	require.NoDirExists(t, dead)
 	require.DirExists(t, live.dir)
 }
+
+// TestEngineStartSweepsAbandonedStores: an engine's start removes, beside
+// its own start, the stores of engines long gone (a lock file no process
+// holds, older than the grace) and leaves its own; the sweep is over
+// once the engine is closed.
+func TestEngineStartSweepsAbandonedStores(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead := filepath.Join(tmp, embeddedStorePrefix+"killed")
+	require.NoError(t, os.MkdirAll(filepath.Join(dead, "jetstream"), 0o700))
+	lock := filepath.Join(dead, bus.StoreLockFile)
+	require.NoError(t, os.WriteFile(lock, nil, 0o600))
+	age := time.Now().Add(-time.Minute)
+	require.NoError(t, os.Chtimes(lock, age, age))
+
+	e, err := startEmbedded(t.Context(), embeddedOpts{Concurrency: 1})
+	require.NoError(t, err)
+	own := e.dir
+	e.close()
+	require.NoDirExists(t, dead)
+	require.NoDirExists(t, own, "its own, removed by its close")
+}
