@@ -149,14 +149,21 @@ type ConvergeReply struct {
 
 // assignmentsBucket returns the assignments bucket, provisioned by Open,
 // looked up on first use by an attached bus (so roles that never use it
-// need no permission on it).
+// need no permission on it), created on first use by a bus opened
+// OnDemand.
 func (b *Bus) assignmentsBucket(ctx context.Context) (*Bucket, error) {
 	b.assignMu.Lock()
 	defer b.assignMu.Unlock()
 	if b.assignments != nil {
 		return b.assignments, nil
 	}
-	kv, err := b.js.KeyValue(ctx, BucketAssignments)
+	get := b.js.KeyValue
+	if b.cfg.OnDemand {
+		get = func(ctx context.Context, _ string) (jetstream.KeyValue, error) {
+			return b.js.CreateOrUpdateKeyValue(ctx, b.assignmentsConfig())
+		}
+	}
+	kv, err := get(ctx, BucketAssignments)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			err = ErrNotFound

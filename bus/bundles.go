@@ -232,14 +232,20 @@ func (b *Bus) getTask(ctx context.Context, env Task) (Task, error) {
 }
 
 // taskStore returns the tasks object store; an attached bus (workers)
-// opens it on first use.
+// opens it on first use, a bus opened OnDemand creates it then.
 func (b *Bus) taskStore(ctx context.Context) (jetstream.ObjectStore, error) {
 	b.reportsMu.Lock()
 	defer b.reportsMu.Unlock()
 	if b.tasks != nil {
 		return b.tasks, nil
 	}
-	store, err := b.js.ObjectStore(ctx, BucketTasks)
+	get := b.js.ObjectStore
+	if b.cfg.OnDemand {
+		get = func(ctx context.Context, _ string) (jetstream.ObjectStore, error) {
+			return b.js.CreateOrUpdateObjectStore(ctx, b.taskStoreConfig())
+		}
+	}
+	store, err := get(ctx, BucketTasks)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			err = ErrNotFound

@@ -76,6 +76,12 @@ type Config struct {
 	// that holds one with another configuration, Open fails with
 	// jetstream.ErrStreamNameAlreadyInUse.
 	Fresh bool
+	// OnDemand leaves what few runs need to be created by this bus on
+	// first use rather than by Open: the assignments bucket and the
+	// store of tasks sent by reference (two of Open's fourteen creates).
+	// Only for a server no other bus uses (the embedded engine's private
+	// one, with Fresh): another bus would not find them.
+	OnDemand bool
 	// Domain is the JetStream domain manifold's streams and buckets live
 	// in, for a client connected to a leafnode server of another domain
 	// (a site's): its JetStream calls go to $JS.<Domain>.API. Empty uses
@@ -231,8 +237,9 @@ func (b *Bus) provision(ctx context.Context) error {
 		Replicas: r, Storage: kvStorage, Description: "manifold finished task outcomes"})
 	bucket(&b.cancels, jetstream.KeyValueConfig{Bucket: BucketCancels, TTL: b.cfg.CancelsTTL,
 		Replicas: r, Storage: kvStorage, Description: "manifold cancelled runs (workers drop their queued tasks)"})
-	bucket(&b.assignments, jetstream.KeyValueConfig{Bucket: BucketAssignments, History: 1, Replicas: r, Storage: kvStorage,
-		Description: "manifold assignments: desired state workers keep converged"})
+	if !b.cfg.OnDemand {
+		bucket(&b.assignments, b.assignmentsConfig())
+	}
 	objects := func(dst *jetstream.ObjectStore, cfg jetstream.ObjectStoreConfig) {
 		g.Go(func() (err error) {
 			if *dst, err = createObjects(ctx, cfg); err != nil {
@@ -245,9 +252,28 @@ func (b *Bus) provision(ctx context.Context) error {
 		Replicas: r, Storage: objStorage, Description: "manifold manifest bundles"})
 	objects(&b.reports, jetstream.ObjectStoreConfig{Bucket: BucketReports,
 		Replicas: r, Storage: objStorage, Description: "manifold reports of finished runs"})
-	objects(&b.tasks, jetstream.ObjectStoreConfig{Bucket: BucketTasks,
-		TTL: b.cfg.HistoryMaxAge, Replicas: r, Storage: objStorage, Description: "manifold tasks sent by reference (coordinators write)"})
+	if !b.cfg.OnDemand {
+		objects(&b.tasks, b.taskStoreConfig())
+	}
 	return g.Wait()
+}
+
+// storage is the storage of the bus's streams, buckets and object stores.
+func (b *Bus) storage() jetstream.StorageType {
+	if b.cfg.MemoryStorage {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+func (b *Bus) assignmentsConfig() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{Bucket: BucketAssignments, History: 1, Replicas: b.cfg.Replicas, Storage: b.storage(),
+		Description: "manifold assignments: desired state workers keep converged"}
+}
+
+func (b *Bus) taskStoreConfig() jetstream.ObjectStoreConfig {
+	return jetstream.ObjectStoreConfig{Bucket: BucketTasks, TTL: b.cfg.HistoryMaxAge, Replicas: b.cfg.Replicas, Storage: b.storage(),
+		Description: "manifold tasks sent by reference (coordinators write)"}
 }
 
 func (b *Bus) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (*Bucket, error) {

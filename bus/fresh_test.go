@@ -123,3 +123,62 @@ func TestOpenFreshOnProvisionedServer(t *testing.T) {
 	require.ErrorIs(t, err, jetstream.ErrStreamNameAlreadyInUse)
 	require.ErrorContains(t, err, "bus: provision ")
 }
+
+// TestOpenOnDemand: a bus opened OnDemand leaves the assignments bucket
+// and the store of tasks sent by reference to their first use: Open
+// creates neither, the first use creates each, and they work as
+// provisioned ones do (a large task travels by reference and is read
+// back; the assignments list, empty, is read).
+func TestOpenOnDemand(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	b, err := openOn(t, srv, bus.Config{MemoryStorage: true, Fresh: true, OnDemand: true, InlineMax: 4 << 10})
+	require.NoError(t, err)
+	js, err := jetstream.New(b.Conn())
+	require.NoError(t, err)
+	streams := func() []string {
+		var out []string
+		names := js.StreamNames(ctxT(t))
+		for n := range names.Name() {
+			out = append(out, n)
+		}
+		require.NoError(t, names.Err())
+		return out
+	}
+	const assignments, tasks = "KV_" + bus.BucketAssignments, "OBJ_" + bus.BucketTasks
+	opened := streams()
+	require.NotContains(t, opened, assignments)
+	require.NotContains(t, opened, tasks)
+	require.Contains(t, opened, "KV_"+bus.BucketRuns, "the others are provisioned")
+
+	list, err := b.ListAssignments(ctxT(t))
+	require.NoError(t, err)
+	require.Empty(t, list)
+	require.Contains(t, streams(), assignments)
+
+	big := bus.Task{RunID: "r1", Task: 2, Attempt: 1, Pool: "default", TimeoutMS: 1000}
+	big.Resource.Type, big.Resource.Name = "file", "/tmp/big"
+	big.Resource.Properties = map[string]any{"content": strings.Repeat("x", 64<<10)}
+	require.NoError(t, b.PublishTaskAsync(ctxT(t), big).Wait(ctxT(t)))
+	require.Contains(t, streams(), tasks)
+	c, err := b.TaskConsumer(ctxT(t), "default")
+	require.NoError(t, err)
+	d, err := c.Next(ctxT(t))
+	require.NoError(t, err)
+	var env bus.Task
+	require.NoError(t, bus.Decode(d.Data(), &env))
+	require.NotEmpty(t, env.Ref, "sent by reference")
+	full, err := b.ResolveTask(ctxT(t), env)
+	require.NoError(t, err)
+	require.Equal(t, strings.Repeat("x", 64<<10), full.Resource.Properties["content"])
+
+	// Without OnDemand, Open provisions both.
+	other := startServer(t)
+	provisioned, err := openOn(t, other, bus.Config{MemoryStorage: true, Fresh: true})
+	require.NoError(t, err)
+	js, err = jetstream.New(provisioned.Conn())
+	require.NoError(t, err)
+	all := streams()
+	require.Contains(t, all, assignments)
+	require.Contains(t, all, tasks)
+}

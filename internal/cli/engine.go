@@ -269,8 +269,10 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 	defer cancel()
 	// The store is private to this process and removed at exit: memory
 	// storage saves the file writes. The server was just started: its
-	// streams are created without looking for existing ones first.
-	bcfg, scan := bus.Config{MemoryStorage: true, Fresh: true}, time.Duration(0)
+	// streams are created without looking for existing ones first, and
+	// what few runs need when they need it (OnDemand: this bus is the
+	// server's only one).
+	bcfg, scan := bus.Config{MemoryStorage: true, Fresh: true, OnDemand: true}, time.Duration(0)
 	if o.Watch {
 		bcfg, scan = watchBusConfig(bcfg, o.RunTimeout), watchScanInterval
 	}
