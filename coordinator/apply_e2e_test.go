@@ -8,10 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manifold-run/manifold/bus"
 	"github.com/manifold-run/manifold/internal/bundle"
@@ -313,5 +316,75 @@ func TestGraphRunSharedAmongWorkerSlots(t *testing.T) {
 	}
 	if published := st.CachedInfo().State.LastSeq; published != 4 {
 		t.Errorf("%d task messages for %d ready resources, want 4 segments of 50", published, n)
+	}
+}
+
+// TestUnsignedRuns: a coordinator configured Unsigned (the embedded
+// engine's) starts runs, children included, with no secret: its tasks
+// carry no token and its runs' outcomes no MAC, and the runs succeed as
+// signed ones do. The same tree on a signed coordinator is signed
+// throughout.
+func TestUnsignedRuns(t *testing.T) {
+	t.Parallel()
+	for _, unsigned := range []bool{true, false} {
+		e := startApplyEngine(t, func(c *Config) { c.Unsigned = unsigned })
+		// What the bus carries: every task and every fact of a history.
+		var (
+			mu   sync.Mutex
+			seen = map[string][]string{}
+		)
+		for _, subject := range []string{bus.SubjectTasksAll, bus.SubjectOutcomesAll} {
+			sub, err := e.bus.Conn().Subscribe(subject, func(m *nats.Msg) {
+				mu.Lock()
+				defer mu.Unlock()
+				seen[subject] = append(seen[subject], string(m.Data))
+			})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = sub.Unsubscribe() })
+		}
+		require.NoError(t, e.bus.Conn().Flush())
+		out := t.TempDir()
+		archive := applyArchive(t, map[string]string{
+			"site.yaml": "resources:\n  - file:\n      - " + out + "/a.txt: {content: a}\n      - " + out + "/b.txt: {content: b}\n" +
+				"  - apply:\n      - sub.yaml: {}\n",
+			"sub.yaml": "resources:\n  - file:\n      - " + out + "/c.txt: {content: c}\n",
+		})
+		ctx := context.Background()
+		name, err := e.bus.PutBundle(ctx, archive)
+		require.NoError(t, err)
+		rep, _ := e.run(t, bus.RunRequest{Bundle: name, Entry: "site.yaml"})
+		require.Equal(t, RunSucceeded, rep.Status, "unsigned=%v: %+v", unsigned, rep)
+		for _, f := range []string{"a.txt", "b.txt", "c.txt"} {
+			require.FileExists(t, filepath.Join(out, f))
+		}
+		var runs []string
+		for _, r := range rep.Resources {
+			runs = append(runs, r.ChildRunID)
+		}
+		require.Contains(t, runs, rep.RunID+"-a2", "the apply's child run")
+		runs = []string{rep.RunID, rep.RunID + "-a2"}
+		for _, id := range runs {
+			rec, _, err := loadRecord(ctx, e.bus.Runs(), id)
+			require.NoError(t, err)
+			require.Equal(t, unsigned, len(rec.Secret) == 0, "run %s: secret %x", id, rec.Secret)
+		}
+		require.NoError(t, e.bus.Conn().Flush())
+		mu.Lock()
+		for subject, field := range map[string]string{bus.SubjectTasksAll: `"token":`, bus.SubjectOutcomesAll: `"mac":`} {
+			msgs := seen[subject]
+			require.NotEmpty(t, msgs, subject)
+			signed := 0
+			for _, m := range msgs {
+				if strings.Contains(m, field) {
+					signed++
+				}
+			}
+			if unsigned {
+				require.Zero(t, signed, "%s: %d of %d messages signed: %q", subject, signed, len(msgs), msgs)
+			} else {
+				require.NotZero(t, signed, "%s: none of %d messages signed", subject, len(msgs))
+			}
+		}
+		mu.Unlock()
 	}
 }

@@ -307,7 +307,8 @@ func startEmbedded(ctx context.Context, o embeddedOpts) (_ *embedded, err error)
 		started.Go(func() { werr = e.startWorker(ctx, o) })
 	}
 	if e.coord, err = coordinator.New(coordinator.Config{Bus: e.bus, Logger: o.Logger, MaxDepth: o.MaxDepth, MaxTreeRuns: o.MaxTreeRuns, Name: "embedded",
-		Compiled: e.plans.take, Finished: e.reports.put, EventsRead: e.events.read, ScanInterval: scan}); err == nil {
+		Compiled: e.plans.take, Finished: e.reports.put, EventsRead: e.events.read, ScanInterval: scan,
+		Unsigned: true}); err == nil { // the server has no listener: nothing but this process publishes to it
 		err = e.coord.Start(ctx)
 	}
 	if err == nil {
