@@ -11,7 +11,7 @@ import (
 // assumed converts a noop task's bus.Assume for the engine; nil outside
 // noop. A directory whose mode is unmanaged or unreadable is taken as
 // 0755, the mode the file resource gives a new directory.
-func assumed(task bus.Task) *resources.Assumed {
+func assumed(task *bus.Task) *resources.Assumed {
 	a := task.Assume
 	if !task.Noop || a.Empty() {
 		return nil

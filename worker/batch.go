@@ -88,8 +88,8 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 
 	start := time.Now()
 	var total time.Duration
-	for _, item := range items[k:n] {
-		total += item.Timeout()
+	for i := k; i < n; i++ {
+		total += items[i].Timeout()
 	}
 	deadline := start.Add(total)
 	if dl := items[k].Deadline; !dl.IsZero() && dl.Before(deadline) {
@@ -192,8 +192,8 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 	for {
 		first := len(members)
 		for next < n && len(members)-first < batchChunk {
-			item := items[next]
-			if _, ok := w.recorded(ctx, d, &items[next]); ok {
+			item := &items[next] // 664 bytes: not copied
+			if _, ok := w.recorded(ctx, d, item); ok {
 				n = next // answered from its record, not executed
 				break
 			}
@@ -215,9 +215,9 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 				break
 			}
 			key = kk
-			members = append(members, batchMember{item: item, res: b, env: env, log: log})
+			members = append(members, batchMember{item: *item, res: b, env: env, log: log})
 			if w.assign != nil { // a task of an assignment's run: watch its paths after, as execute does
-				defer w.assign.executing(item)(res)
+				defer w.assign.executing(*item)(res)
 			}
 			next++
 		}

@@ -178,7 +178,7 @@ func (w *Worker) handleIn(ctx context.Context, d *bus.Delivery, keep *handlerCac
 			return goesOn
 		})
 		if n == 0 {
-			ilog := w.itemLog(item, d)
+			ilog := w.itemLog(&item, d)
 			o, rel := w.handleOne(ctx, traceCtx, d, item, ilog)
 			n, goesOn = 1, answer(item, o, rel, ilog)
 		}
@@ -244,8 +244,8 @@ func itemTrace(d *bus.Delivery, task bus.Task, k int) context.Context {
 
 // itemLog is the logger of one resource of a task.
 // Its attributes are formatted only if it logs (itemHandler).
-func (w *Worker) itemLog(item bus.Task, d *bus.Delivery) *slog.Logger {
-	return slog.New(newItemHandler(w.log.Handler(), &item, d.Attempt))
+func (w *Worker) itemLog(item *bus.Task, d *bus.Delivery) *slog.Logger {
+	return slog.New(newItemHandler(w.log.Handler(), item, d.Attempt))
 }
 
 // handleOne executes one resource of a task, or answers it from its
@@ -445,7 +445,7 @@ func (w *Worker) execute(ctx context.Context, task bus.Task, log *slog.Logger) b
 		return failOutcome("%s: %v", task.Resource.Ref(), err)
 	}
 	defer cleanup()
-	res, env, early := w.prepareIn(task, workDir, log, environOf(ctx), segmentScopeOf(ctx))
+	res, env, early := w.prepareIn(&task, workDir, log, environOf(ctx), segmentScopeOf(ctx))
 	if early != nil {
 		return *early
 	}
@@ -466,13 +466,13 @@ func failOutcome(format string, args ...any) bus.Outcome {
 // outcome (skipped by control, failed to render) ends the task without
 // executing it.
 func (w *Worker) prepare(task bus.Task, workDir string, log *slog.Logger) (resources.Resource, *resources.Env, *bus.Outcome) {
-	return w.prepareIn(task, workDir, log, environ(), nil)
+	return w.prepareIn(&task, workDir, log, environ(), nil)
 }
 
 // prepareIn is prepare with the process environment env (environ's map,
 // shared read-only by the resources of a segment) and the segment's
 // template scope (nil: one of its own).
-func (w *Worker) prepareIn(task bus.Task, workDir string, log *slog.Logger, env map[string]string, seg *segmentScope) (resources.Resource, *resources.Env, *bus.Outcome) {
+func (w *Worker) prepareIn(task *bus.Task, workDir string, log *slog.Logger, env map[string]string, seg *segmentScope) (resources.Resource, *resources.Env, *bus.Outcome) {
 	end := func(o bus.Outcome) (resources.Resource, *resources.Env, *bus.Outcome) { return nil, nil, &o }
 	// file(), template() and jet() read relative to the manifest's
 	// directory in the bundle.
