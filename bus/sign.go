@@ -80,12 +80,12 @@ func SignOutcome(o *Outcome, token string) {
 		o.MAC = ""
 		return
 	}
-	o.MAC = outcomeMAC(o, token, "outcome")
+	o.MAC = outcomeMAC(*o, token, "outcome")
 }
 
 // VerifyOutcome reports whether o carries a valid MAC made with token.
 func VerifyOutcome(o Outcome, token string) bool {
-	return token != "" && o.MAC != "" && equalMAC(o.MAC, outcomeMAC(&o, token, "outcome"))
+	return token != "" && o.MAC != "" && equalMAC(o.MAC, outcomeMAC(o, token, "outcome"))
 }
 
 // SignFact sets o.MAC: a fact a coordinator writes into a run's history,
@@ -95,21 +95,23 @@ func SignFact(o *Outcome, secret []byte) {
 		o.MAC = ""
 		return
 	}
-	o.MAC = outcomeMAC(o, secret, "fact")
+	o.MAC = outcomeMAC(*o, secret, "fact")
 }
 
 // VerifyFact reports whether o carries a valid MAC made with the run's
 // secret.
 func VerifyFact(o Outcome, secret []byte) bool {
-	return len(secret) > 0 && o.MAC != "" && equalMAC(o.MAC, outcomeMAC(&o, secret, "fact"))
+	return len(secret) > 0 && o.MAC != "" && equalMAC(o.MAC, outcomeMAC(o, secret, "fact"))
 }
 
 // outcomeMAC is the hex HMAC-SHA256 of the canonical encoding of o's
 // decisive fields under domain ("outcome" or "fact"): every field but
 // those a replay of a recorded outcome changes (Replayed, Delivery) and
 // the MAC itself. Each value is length-prefixed, so no two outcomes
-// encode alike.
-func outcomeMAC[K string | []byte](o *Outcome, key K, domain string) string {
+// encode alike. o is passed by value: a pointer given to a generic
+// function through its dictionary escapes, and every outcome signed or
+// verified was on the heap.
+func outcomeMAC[K string | []byte](o Outcome, key K, domain string) string {
 	st := macStates.Get().(*macState)
 	defer macStates.Put(st)
 	w := macWriter{b: st.buf[:0]}

@@ -26,7 +26,7 @@ type batchResult struct {
 
 // batchMember is one resource of a batch being executed.
 type batchMember struct {
-	item bus.Task
+	item *bus.Task // in the task's items, not copied
 	res  resources.Batcher
 	env  *resources.Env
 	log  *slog.Logger
@@ -130,8 +130,8 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 		m := members[i]
 		m.span.SetAttributes(attribute.Int("manifold.batch.size", len(members)))
 		o := taskOutcome(execCtx, batch.Finish(ctxs[i], i))
-		w.afterExecute(ctxs[i], m.item, m.env, &o, m.log) // as execute does: register_when_stable, the fleet view
-		o, released := w.settle(ctx, d, m.item, m.span, o, start, m.log)
+		w.afterExecute(ctxs[i], *m.item, m.env, &o, m.log) // as execute does: register_when_stable, the fleet view
+		o, released := w.settle(ctx, d, *m.item, m.span, o, start, m.log)
 		answered++
 		return emit(k+i, batchResult{outcome: o, released: released, log: m.log}) && !released && o.Status != bus.TaskFailed
 	}
@@ -215,7 +215,7 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 				break
 			}
 			key = kk
-			members = append(members, batchMember{item: *item, res: b, env: env, log: log})
+			members = append(members, batchMember{item: item, res: b, env: env, log: log})
 			if w.assign != nil { // a task of an assignment's run: watch its paths after, as execute does
 				defer w.assign.executing(*item)(res)
 			}
@@ -229,11 +229,13 @@ func (w *Worker) executeBatch(ctx context.Context, d *bus.Delivery, task bus.Tas
 		for j := range fresh {
 			m := &fresh[j]
 			if w.assign != nil { // tasks of an assignment's run: kept for its plan, as execute does
-				w.assign.collect(m.item)
+				w.assign.collect(*m.item)
 			}
 			w.metrics.started(m.item.Pool, d.Attempt)
-			m.span = w.startSpan(itemTrace(d, task, k+first+j), m.item, d.Attempt)
-			m.span.SetAttributes(attribute.String("manifold.batch.key", key))
+			m.span = w.startSpan(itemTrace(d, task, k+first+j), *m.item, d.Attempt)
+			if m.span.IsRecording() { // the attribute's slice is an allocation per resource
+				m.span.SetAttributes(attribute.String("manifold.batch.key", key))
+			}
 			if m.log.Enabled(ctx, slog.LevelError) {
 				m.log = withSpan(m.log, m.span.SpanContext())
 				m.env.Logger = m.log

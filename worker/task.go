@@ -274,10 +274,15 @@ func (w *Worker) handleOne(ctx, traceCtx context.Context, d *bus.Delivery, task 
 // any. Only a message delivered before, or published again by a resuming
 // coordinator, can have one: a first delivery is executed without a lookup
 // (a round trip per resource).
-func (w *Worker) recorded(ctx context.Context, d *bus.Delivery, task *bus.Task) (o bus.Outcome, ok bool) {
+func (w *Worker) recorded(ctx context.Context, d *bus.Delivery, task *bus.Task) (bus.Outcome, bool) {
 	if d.Attempt <= 1 && !task.Resumed {
-		return o, false
+		return bus.Outcome{}, false // with no outcome on the heap: one per resource
 	}
+	return w.lookupRecord(ctx, task)
+}
+
+// lookupRecord reads task's result record (recorded).
+func (w *Worker) lookupRecord(ctx context.Context, task *bus.Task) (o bus.Outcome, ok bool) {
 	e, err := w.bus.Results().Get(ctx, resultKey(*task))
 	if err != nil || json.Unmarshal(e.Value, &o) != nil {
 		return o, false
@@ -366,7 +371,8 @@ func (w *Worker) record(ctx context.Context, task bus.Task, o bus.Outcome, log *
 		bus.SignOutcome(&o, task.Token)
 	}
 	if !o.Replayed && mustRecord(task, o) {
-		ps = append(ps, w.bus.PutResultAsync(ctx, resultKey(task), bus.MarshalOutcome(&o)))
+		rec := o // on the heap for MarshalOutcome: only what is recorded
+		ps = append(ps, w.bus.PutResultAsync(ctx, resultKey(task), bus.MarshalOutcome(&rec)))
 	}
 	if batch != nil {
 		batch.Add(o)
