@@ -101,8 +101,10 @@ type Config struct {
 	// block. The embedded engine of `manifold apply` prints its run's
 	// report from here rather than reading back and decoding what was
 	// just stored, with --output json while it is stored (its store is
-	// its own, gone with the process).
-	Finished func(runID string, rep *Report, data []byte)
+	// its own, gone with the process). kept says the caller keeps the
+	// report and is its only reader: it is then not stored (the run's
+	// header and run_finished event are written as ever).
+	Finished func(runID string, rep *Report, data []byte) (kept bool)
 	// EventsRead, when set, returns the kinds of progress event anyone
 	// can read of the run tree rootRunID, nil for every kind; a
 	// resource's task_dispatched and task_finished events of a kind not

@@ -1,10 +1,12 @@
 package coordinator_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,10 +30,11 @@ func TestFinishedHandsOverTheStoredReport(t *testing.T) {
 		mu   sync.Mutex
 		seen = map[string]handed{}
 	)
-	tb := setup(t, setupOpts{coord: coordinator.Config{Finished: func(runID string, rep *coordinator.Report, data []byte) {
+	tb := setup(t, setupOpts{coord: coordinator.Config{Finished: func(runID string, rep *coordinator.Report, data []byte) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		seen[runID] = handed{rep, data}
+		return false
 	}}})
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(join(dir, "old"), []byte("before\n"), 0o644))
@@ -70,4 +73,56 @@ resources:
 	mu.Lock()
 	require.Len(t, seen, 3)
 	mu.Unlock()
+}
+
+// TestFinishedKeptIsNotStored: a report Config.Finished keeps (its only
+// reader has it) is not stored, and the run ends as any other: its
+// header says how (GetReport gives that header), its run_finished event
+// follows; a report not kept is stored.
+func TestFinishedKeptIsNotStored(t *testing.T) {
+	t.Parallel()
+	var (
+		mu     sync.Mutex
+		keep   = map[string]bool{}
+		handed = map[string][]byte{}
+	)
+	tb := setup(t, setupOpts{coord: coordinator.Config{Finished: func(runID string, rep *coordinator.Report, data []byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		handed[runID] = data
+		return keep[runID]
+	}}})
+	dir := t.TempDir()
+	manifest := fmt.Sprintf("resources:\n  - {type: file, name: %q, content: \"x\\n\"}\n", join(dir, "f"))
+	for _, kept := range []bool{true, false} {
+		runID := coordinator.NewRunID()
+		mu.Lock()
+		keep[runID] = kept
+		mu.Unlock()
+		tb.submit(t, manifest, func(r *bus.RunRequest) { r.RunID = runID })
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		var last bus.Event
+		require.NoError(t, tb.bus.FollowEvents(ctx, runID, func(ev bus.Event) bool {
+			last = ev
+			return ev.Kind != bus.EventRunFinished
+		}))
+		cancel()
+		require.Equal(t, string(coordinator.RunSucceeded), last.Status)
+		mu.Lock()
+		data := handed[runID]
+		mu.Unlock()
+		require.NotEmpty(t, data, "handed over")
+		got, err := coordinator.GetReport(t.Context(), tb.bus, runID)
+		require.NoError(t, err)
+		require.Equal(t, coordinator.RunSucceeded, got.Status)
+		if kept {
+			_, err := tb.bus.GetReport(t.Context(), runID)
+			require.ErrorIs(t, err, bus.ErrNotFound, "a kept report is not stored")
+			require.Empty(t, got.Resources, "the header only")
+		} else {
+			want, err := coordinator.MarshalReport(got)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(data))
+		}
+	}
 }

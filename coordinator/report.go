@@ -287,7 +287,10 @@ func runReport(ctx context.Context, b *bus.Bus, rec *record) (*Report, error) {
 	if rec.Status.Final() {
 		data, err := b.GetReport(ctx, rec.RunID)
 		if errors.Is(err, bus.ErrNotFound) {
-			return rec.header(), nil // rejected before it started
+			// Rejected before it started, or its report kept by its
+			// only reader (Config.Finished): the header says how it
+			// ended.
+			return rec.header(), nil
 		} else if err != nil {
 			return nil, err
 		}

@@ -884,11 +884,12 @@ func (r *run) finish(ctx context.Context) {
 	}
 	folded := r.fold(ctx, rep) // a fan-out's children (fold.go)
 	data, err := marshalReport(rep)
+	kept := false
 	if err == nil && r.c.cfg.Finished != nil {
 		// Final now: its reader may print it while it is stored.
-		r.c.cfg.Finished(rec.RunID, rep, data)
+		kept = r.c.cfg.Finished(rec.RunID, rep, data)
 	}
-	if err == nil {
+	if err == nil && !kept {
 		err = r.c.bus.PutReport(ctx, rec.RunID, data)
 	}
 	if err != nil {

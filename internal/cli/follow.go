@@ -119,8 +119,13 @@ func followRun(ctx context.Context, st IO, b *bus.Bus, runID string, o followOpt
 		}
 		if o.output == "json" {
 			// A report even now: the run's state as far as it is known,
-			// with the reason it was given up.
-			rep, rerr := coordinator.GetReport(ectx, b, runID)
+			// with the reason it was given up (the one handed over, which
+			// is not stored, if the run ended after all).
+			stored, handed := o.reports.take(runID)
+			rep, rerr := stored.rep, error(nil)
+			if !handed {
+				rep, rerr = coordinator.GetReport(ectx, b, runID)
+			}
 			if rerr != nil {
 				rep = &coordinator.Report{RunID: runID, Status: coordinator.RunQueued}
 			}

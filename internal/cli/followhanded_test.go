@@ -103,3 +103,34 @@ func TestFollowHandedPrintsTheReportFirst(t *testing.T) {
 	require.False(t, printed)
 	require.Empty(t, out.String())
 }
+
+// TestReportHandoffKeepsWholeReports: the embedded coordinator's
+// hand-over keeps (and so does not store) a report its CLI wants and
+// takes whole; a report wanted but not whole (a child run's to nest, a
+// failed run's post_message), one not wanted or handed over twice is
+// stored.
+func TestReportHandoffKeepsWholeReports(t *testing.T) {
+	ok := &coordinator.Report{RunID: "r1", Status: coordinator.RunSucceeded, Resources: []coordinator.ResourceReport{{Ref: "file#/a"}}}
+	nests := &coordinator.Report{RunID: "r1", Status: coordinator.RunSucceeded, Resources: []coordinator.ResourceReport{{Ref: "apply#c", ChildRunID: "r2"}}}
+	failedWithMessage := &coordinator.Report{RunID: "r1", Status: coordinator.RunFailed, PostMessage: "see the log"}
+	for _, tc := range []struct {
+		name   string
+		rep    *coordinator.Report
+		wanted bool
+		kept   bool
+	}{
+		{"whole and wanted", ok, true, true},
+		{"not wanted", ok, false, false},
+		{"a child's report to nest", nests, true, false},
+		{"a failed run's post_message", failedWithMessage, true, false},
+	} {
+		h := &reportHandoff{}
+		if tc.wanted {
+			h.want("r1")
+		}
+		require.Equal(t, tc.kept, h.put("r1", tc.rep, []byte("{}")), tc.name)
+		require.False(t, h.put("r1", tc.rep, []byte("{}")), "%s: handed over again", tc.name)
+		_, taken := h.take("r1")
+		require.Equal(t, tc.kept, taken, "%s: what is kept is taken", tc.name)
+	}
+}
