@@ -157,30 +157,69 @@ func runApply(ctx context.Context, st IO, args []string) (code int) {
 	if conn.explicit() {
 		o.compile.kvFrom(st, &conn) // --hiera kv://
 	}
-	data, facts, ok := o.compile.inputs(ctx, st, "apply", !conn.explicit())
-	if !ok {
-		return ExitInvalid
-	}
-	mark(ctx, PhaseFacts)
-	if starting != nil {
-		// The worker starts with this host's facts while the manifest
-		// compiles.
-		starting.startWorker(facts)
-	}
-	if conn.explicit() {
-		if facts, err = o.compile.runFacts(); err != nil {
-			fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
-			return ExitInvalid
-		}
-	}
 	// Parsed once: the embedded coordinator runs the plan compiled here
 	// (eng.plans), a server's parses in its own process, so storing the
 	// parse in the cache only kept a second copy of every resource for
 	// the whole run (6 MB at 20,000 files). Child manifests are parsed
 	// again by the coordinator that starts their runs.
-	tree, ok := compileTreeOpts(st, "apply", path, compile.Opts{Run: data, Facts: facts, ParseOnce: true})
-	if !ok {
-		return ExitInvalid
+	var (
+		data, facts map[string]any
+		tree        *compile.Tree
+		ok          bool
+	)
+	if starting != nil && len(o.compile.hiera) == 0 {
+		// This host's facts are gathered while the manifest is read and
+		// parsed, and handed to the worker (which starts with them
+		// while the rest compiles) once the compile needs them: a
+		// converged 2,000-file apply compiled 2 ms sooner.
+		var gathered func() (map[string]any, error)
+		if data, gathered, ok = o.compile.inputsLater(ctx, st, "apply"); !ok {
+			return ExitInvalid
+		}
+		handed := false
+		hand := func(f map[string]any) {
+			if !handed {
+				handed = true
+				mark(ctx, PhaseFacts)
+				starting.startWorker(f)
+			}
+		}
+		t, err := compile.Build(path, compile.Opts{Run: data, ParseOnce: true, FactsLater: func() map[string]any {
+			f, ferr := gathered()
+			if ferr == nil {
+				hand(f)
+			}
+			return f
+		}})
+		// As if the facts were gathered first: their error alone.
+		var ferr error
+		if facts, ferr = gathered(); ferr != nil {
+			fmt.Fprintf(st.Stderr, "manifold apply: %v\n", ferr)
+			return ExitInvalid
+		}
+		if tree, ok = reportTree(st, "apply", t, err); !ok {
+			return ExitInvalid
+		}
+		hand(facts) // the compile needed none
+	} else {
+		if data, facts, ok = o.compile.inputs(ctx, st, "apply", !conn.explicit()); !ok {
+			return ExitInvalid
+		}
+		mark(ctx, PhaseFacts)
+		if starting != nil {
+			// The worker starts with this host's facts while the
+			// manifest compiles.
+			starting.startWorker(facts)
+		}
+		if conn.explicit() {
+			if facts, err = o.compile.runFacts(); err != nil {
+				fmt.Fprintf(st.Stderr, "manifold apply: %v\n", err)
+				return ExitInvalid
+			}
+		}
+		if tree, ok = compileTreeOpts(st, "apply", path, compile.Opts{Run: data, Facts: facts, ParseOnce: true}); !ok {
+			return ExitInvalid
+		}
 	}
 	mark(ctx, PhaseCompiled)
 	// Embedded, the bundle is packed while the engine still starts.

@@ -170,6 +170,38 @@ func (c *compileFlags) inputs(ctx context.Context, st IO, cmd string, system boo
 	return nil, nil, false
 }
 
+// inputsLater is inputs for this host without --hiera, the facts gathered
+// in the background: the returned func waits for them (and gives the
+// same facts and error each time; called from one goroutine). A caller
+// compiles meanwhile (compile.Opts.FactsLater): the facts are first
+// needed once the manifest is parsed. false: the run's data could not be
+// read (said on st.Stderr).
+func (c *compileFlags) inputsLater(ctx context.Context, st IO, cmd string) (map[string]any, func() (map[string]any, error), bool) {
+	c.warnTo(st, cmd)
+	data, err := c.runData()
+	if err != nil {
+		fmt.Fprintf(st.Stderr, "manifold %s: %v\n", cmd, err)
+		return nil, nil, false
+	}
+	type gathered struct {
+		facts map[string]any
+		err   error
+	}
+	done := make(chan gathered, 1)
+	go func() {
+		f, err := c.gatherFacts(ctx, true)
+		done <- gathered{f, err}
+	}()
+	var g gathered
+	waited := false
+	return data, func() (map[string]any, error) {
+		if !waited {
+			g, waited = <-done, true
+		}
+		return g.facts, g.err
+	}, true
+}
+
 // hieraHTTPClient fetches https:// hiera sources; nil: a default client
 // (tests give their server's).
 var hieraHTTPClient *http.Client

@@ -59,32 +59,16 @@ func loadPrepared(ctx context.Context, st IO, cmd, path string, cf *compileFlags
 		}
 		return t.Plan.Manifest, ExitOK, true
 	}
-	cf.warnTo(st, cmd)
-	data, err := cf.runData()
-	if err != nil {
-		fmt.Fprintf(st.Stderr, "manifold %s: %v\n", cmd, err)
+	data, gathered, inputsOK := cf.inputsLater(ctx, st, cmd)
+	if !inputsOK {
 		return nil, ExitInvalid, false
 	}
-	type gathered struct {
-		facts map[string]any
-		err   error
-	}
-	done := make(chan gathered, 1)
-	go func() {
-		f, err := cf.gatherFacts(ctx, true)
-		done <- gathered{f, err}
-	}()
-	var g gathered
-	waited := false
-	facts := func() map[string]any {
-		if !waited {
-			g, waited = <-done, true
-		}
-		return g.facts
-	}
-	t, err := compile.Build(path, compile.Opts{Run: data, FactsLater: facts, ParseOnce: true})
-	if facts(); g.err != nil {
-		fmt.Fprintf(st.Stderr, "manifold %s: %v\n", cmd, g.err)
+	t, err := compile.Build(path, compile.Opts{Run: data, ParseOnce: true, FactsLater: func() map[string]any {
+		f, _ := gathered()
+		return f
+	}})
+	if _, ferr := gathered(); ferr != nil {
+		fmt.Fprintf(st.Stderr, "manifold %s: %v\n", cmd, ferr)
 		return nil, ExitInvalid, false
 	}
 	t, ok := reportTree(st, cmd, t, err)
