@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// validate and render gather facts while the manifest is parsed (the
-// embedded apply gathers them first, and prints the same); what
+// validate, render and the embedded apply (without --hiera) gather
+// facts while the manifest is parsed; what
 // they print is what they printed when facts came first: a facts error
 // alone (not the manifest's problems as well), else the manifest's
 // problems, and facts reach the templates.
