@@ -162,9 +162,9 @@ func (b *Bus) PublishTaskAsync(ctx context.Context, t Task) *Pending {
 	if err := ValidToken(t.Pool); err != nil {
 		return &Pending{err: fmt.Errorf("bus: pool name: %w", err)}
 	}
-	data, err := encode(t)
+	data, err := MarshalTask(&t) // not encode(t): a task in an interface is a copy on the heap
 	if err != nil {
-		return &Pending{err: err}
+		return &Pending{err: fmt.Errorf("bus: encode: %w", err)}
 	}
 	if len(data) > b.inlineMax() {
 		// Too large for one message: store the task (without its tokens)

@@ -68,6 +68,7 @@ type OutcomeBatch struct {
 	size     int // outcomes per batch message at most
 
 	mu      sync.Mutex
+	enc     []byte // an outcome's encoding, reused
 	buf     []byte // head, then the outcomes separated by commas
 	n       int    // outcomes in buf
 	single  int    // where the first outcome starts in buf
@@ -108,20 +109,19 @@ func (b *Bus) NewOutcomeBatch(ctx context.Context, runID string, opts OutcomeBat
 // published first when o would take it past its bounds.
 func (ob *OutcomeBatch) Add(o Outcome) {
 	o.V = Version
-	data, err := encode(o)
 	ob.mu.Lock()
 	defer ob.mu.Unlock()
-	if err != nil {
-		ob.flushLocked()
-		ob.pending = append(ob.pending, &Pending{err: err})
-		return
-	}
+	// Encoded into the batch's own scratch buffer: encode(o) put the
+	// outcome in an interface and its encoding in a buffer of its own,
+	// two allocations per resource.
+	ob.enc = o.appendJSON(ob.enc[:0])
+	data := ob.enc
 	if ob.n > 0 && (ob.n >= ob.size || len(ob.buf)+1+len(data)+2 > ob.maxBytes) {
 		ob.flushLocked()
 	}
 	if len(ob.head)+len(data)+2 > ob.maxBytes {
 		// Too large for any batch: alone, as a single outcome, in order.
-		ob.pending = append(ob.pending, ob.b.publishAsync(ob.ctx, ob.subject, "", data))
+		ob.pending = append(ob.pending, ob.b.publishAsync(ob.ctx, ob.subject, "", append([]byte(nil), data...)))
 		return
 	}
 	if ob.n == 0 {

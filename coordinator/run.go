@@ -435,15 +435,19 @@ func (r *run) flush(ctx context.Context) bool {
 	return true
 }
 
-// taskSpan starts the span of task i's current attempt. Its attributes
-// are set only when the span records (as the worker's: with no exporter
-// nothing would keep them, and they were a dozen allocations per
-// resource; no sampler manifold offers reads attributes at start).
+// taskSpan starts the span of task i's current attempt, "resource
+// <ref>". Its name and attributes are set only when the span records (as
+// the worker's: with no exporter nothing would keep them, and they were a
+// dozen allocations per resource; no sampler manifold offers reads the
+// name or attributes at start).
 func (r *run) taskSpan(ctx context.Context, i int, resumed bool) context.Context {
-	res := r.plan.Manifest.Resources[i]
-	ref := res.Ref()
-	spanCtx, span := r.c.tracer.Start(ctx, "resource "+ref)
+	res := &r.plan.Manifest.Resources[i]
+	// Named once it records: the name's two strings were allocations per
+	// resource for spans that record nothing.
+	spanCtx, span := r.c.tracer.Start(ctx, "resource")
 	if span.IsRecording() {
+		ref := res.Ref()
+		span.SetName("resource " + ref)
 		span.SetAttributes(
 			attribute.String("manifold.run_id", r.rec.RunID),
 			attribute.String("manifold.resource.ref", ref),

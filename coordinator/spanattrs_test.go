@@ -21,7 +21,7 @@ import (
 func TestUnrecordedResourceSpansGetNoAttributes(t *testing.T) {
 	t.Parallel()
 	_, b := bustest.Start(t, bus.Config{})
-	p := &tracetest.AttrCounter{Prefix: "resource "}
+	p := &tracetest.AttrCounter{Prefix: "resource"}
 	c, err := coordinator.New(coordinator.Config{Bus: b, Logger: testLogger(t), TracerProvider: p, Name: "coord-test"})
 	require.NoError(t, err)
 	require.NoError(t, c.Start(t.Context()))
@@ -42,4 +42,5 @@ func TestUnrecordedResourceSpansGetNoAttributes(t *testing.T) {
 	require.Equal(t, n, rep.Counts.Changed)
 	require.Equal(t, int64(n), p.Spans(), "one resource span per resource")
 	require.Zero(t, p.Attrs(), "attributes given to spans that record nothing")
+	require.Zero(t, p.Names(), "names given to spans that record nothing")
 }

@@ -302,16 +302,20 @@ func (w *Worker) lookupRecord(ctx context.Context, task *bus.Task) (o bus.Outcom
 var consumerSpan = trace.WithSpanKind(trace.SpanKindConsumer)
 
 // startSpan starts the span of one resource's execution, "execute <ref>",
-// under traceCtx. Its attributes are set only when the span records: with
-// no exporter (telemetry's ID-only provider) nothing would keep them, and
-// building them was a dozen allocations per resource. No sampler manifold
-// offers reads attributes at start, so setting them after is the same.
+// under traceCtx. Its name and attributes are set only when the span
+// records: with no exporter (telemetry's ID-only provider) nothing would
+// keep them, and building them was a dozen allocations per resource. No
+// sampler manifold offers reads the name or attributes at start, so
+// setting them after is the same.
 func (w *Worker) startSpan(traceCtx context.Context, task bus.Task, delivery int) trace.Span {
-	ref := task.Resource.Ref()
-	_, span := w.tracer.Start(traceCtx, "execute "+ref, consumerSpan)
+	// Named once it records: the name's two strings were allocations per
+	// resource for spans that record nothing.
+	_, span := w.tracer.Start(traceCtx, "execute", consumerSpan)
 	if !span.IsRecording() {
 		return span
 	}
+	ref := task.Resource.Ref()
+	span.SetName("execute " + ref)
 	span.SetAttributes(
 		attribute.String("manifold.run_id", task.RunID),
 		attribute.String("manifold.root_run_id", task.RootRunID),

@@ -14,14 +14,15 @@ import (
 )
 
 // AttrCounter is a tracer provider whose spans record nothing (as with no
-// exporter) and that counts the spans whose name starts with Prefix and the
-// attributes given to them, at their start and after.
+// exporter) and that counts the spans whose name starts with Prefix, the
+// attributes given to them, at their start and after, and the names they
+// were given after their start.
 type AttrCounter struct {
 	embedded.TracerProvider
-	// Prefix selects the spans counted ("resource ", "execute ").
+	// Prefix selects the spans counted ("resource", "execute").
 	Prefix string
 
-	spans, attrs atomic.Int64
+	spans, attrs, names atomic.Int64
 }
 
 // Spans is how many spans with the prefix were started.
@@ -29,6 +30,9 @@ func (p *AttrCounter) Spans() int64 { return p.spans.Load() }
 
 // Attrs is how many attributes those spans were given.
 func (p *AttrCounter) Attrs() int64 { return p.attrs.Load() }
+
+// Names is how many names those spans were given after their start.
+func (p *AttrCounter) Names() int64 { return p.names.Load() }
 
 func (p *AttrCounter) Tracer(string, ...trace.TracerOption) trace.Tracer { return counterTracer{p: p} }
 
@@ -54,3 +58,5 @@ type counterSpan struct {
 }
 
 func (s counterSpan) SetAttributes(kv ...attribute.KeyValue) { s.p.attrs.Add(int64(len(kv))) }
+
+func (s counterSpan) SetName(string) { s.p.names.Add(1) }
