@@ -67,6 +67,7 @@ func (hs *Histories) Start(ctx context.Context) error {
 // loop hands every fact to the History of its run, if one is open.
 func (hs *Histories) loop(rd *reader) {
 	defer close(hs.done)
+	var scratch []HistoryEntry
 	for {
 		msg, seq, err := rd.next()
 		if err != nil {
@@ -86,8 +87,11 @@ func (hs *Histories) loop(rd *reader) {
 		h := hs.subs[msg.Subject()]
 		hs.mu.Unlock()
 		if h != nil {
-			// Decoded here, off the run's own goroutine.
-			h.push(entriesOf(msg, seq))
+			// Decoded here, off the run's own goroutine, into a slice
+			// reused from message to message (push copies).
+			scratch = appendEntries(scratch[:0], msg, seq)
+			h.push(scratch)
+			clear(scratch)
 		}
 	}
 }
@@ -187,6 +191,7 @@ type History struct {
 	// the shared consumer's copies of it and of earlier ones are dropped.
 	skipTo  uint64
 	queue   []HistoryEntry // delivered by the shared consumer
+	qhead   int            // queue[qhead:] are still to be read
 	stopped bool
 	wake    chan struct{}
 }
@@ -268,17 +273,19 @@ func (h *History) TryNext() (e HistoryEntry, ok bool, err error) {
 		}
 		return e, true, nil
 	}
-	for len(h.queue) > 0 {
-		e = h.queue[0]
-		h.queue[0] = HistoryEntry{}
-		h.queue = h.queue[1:]
+	for h.qhead < len(h.queue) {
+		e = h.queue[h.qhead]
+		h.queue[h.qhead] = HistoryEntry{}
+		h.qhead++
 		if e.Seq <= h.skipTo {
 			continue // read in the replay already
 		}
 		h.mu.Unlock()
 		return e, true, nil
 	}
-	h.queue = nil
+	// Drained: the queue's array is filled again from its start (a new
+	// one per message was 0.7 MB of a converged 2,000-file apply).
+	h.queue, h.qhead = h.queue[:0], 0
 	stopped := h.stopped
 	h.mu.Unlock()
 	if stopped {

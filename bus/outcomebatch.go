@@ -190,33 +190,40 @@ func (ob *OutcomeBatch) Close() []*Pending {
 // entriesOf decodes a history message into its entries: one for a fact,
 // one per outcome for a batch.
 func entriesOf(msg jetstream.Msg, seq uint64) []HistoryEntry {
-	e := entryOf(msg, seq)
-	if e.Err != nil || e.Outcome.Kind != FactBatch {
-		return []HistoryEntry{e}
-	}
-	return expandBatch(e)
+	return appendEntries(nil, msg, seq)
 }
 
-// expandBatch turns a decoded batch message into the entries of its
-// outcomes. A batch of more than MaxBatchOutcomes outcomes, or one
-// holding another batch, is one entry with an error.
-func expandBatch(e HistoryEntry) []HistoryEntry {
+// appendEntries is entriesOf appending to dst (the history reader's
+// reused slice: a slice per batch message was 0.6 MB of a converged
+// 2,000-file apply).
+func appendEntries(dst []HistoryEntry, msg jetstream.Msg, seq uint64) []HistoryEntry {
+	e := entryOf(msg, seq)
+	if e.Err != nil || e.Outcome.Kind != FactBatch {
+		return append(dst, e)
+	}
+	return appendBatch(dst, e)
+}
+
+// appendBatch appends the entries of a decoded batch message's outcomes.
+// A batch of more than MaxBatchOutcomes outcomes, or one holding another
+// batch, is one entry with an error.
+func appendBatch(dst []HistoryEntry, e HistoryEntry) []HistoryEntry {
 	items := e.Outcome.Outcomes
 	switch {
 	case len(items) > MaxBatchOutcomes:
 		e.Err = fmt.Errorf("bus: outcome batch of %d outcomes: more than %d", len(items), MaxBatchOutcomes)
-		return []HistoryEntry{e}
+		return append(dst, e)
 	case len(items) == 0:
 		e.Err = fmt.Errorf("bus: outcome batch with no outcomes")
-		return []HistoryEntry{e}
+		return append(dst, e)
 	}
-	out := make([]HistoryEntry, len(items))
 	for i, o := range items {
-		out[i] = HistoryEntry{Seq: e.Seq, Rest: len(items) - 1 - i, Outcome: o, Ctx: e.Ctx}
+		out := HistoryEntry{Seq: e.Seq, Rest: len(items) - 1 - i, Outcome: o, Ctx: e.Ctx}
 		if o.Kind == FactBatch || len(o.Outcomes) > 0 {
-			out[i].Outcome = Outcome{}
-			out[i].Err = fmt.Errorf("bus: outcome batch: outcome %d holds outcomes of its own", i)
+			out.Outcome = Outcome{}
+			out.Err = fmt.Errorf("bus: outcome batch: outcome %d holds outcomes of its own", i)
 		}
+		dst = append(dst, out)
 	}
-	return out
+	return dst
 }
