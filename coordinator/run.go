@@ -44,7 +44,7 @@ type run struct {
 	log      *slog.Logger
 
 	span  trace.Span
-	spans map[int]trace.Span
+	spans []trace.Span // by task: its current attempt's span, while it runs (nil: none)
 
 	// session is the ancestors' finished resources (record.Session, or
 	// the object record.SessionRef names).
@@ -119,10 +119,12 @@ func (r *run) drive(ctx, traceCtx context.Context, resume bool) {
 		attribute.String("manifold.trigger", rec.Request.Trigger),
 		attribute.String("manifold.assignment", rec.Request.Assignment),
 	))
-	r.span, r.spans, r.children = span, map[int]trace.Span{}, map[int]bool{}
+	r.span, r.children = span, map[int]bool{}
 	defer func() {
 		for _, s := range r.spans {
-			s.End()
+			if s != nil {
+				s.End()
+			}
 		}
 		span.End()
 		if r.unwatch != nil {
@@ -324,8 +326,10 @@ func (r *run) exec(ctx, spanCtx context.Context, cmds []command) {
 func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) {
 	now := time.Now()
 	task := r.task(first)
+	var requires []int // the items' in-segment requirements, one array for the segment
 	if n > 1 {
 		task.Segment = make([]bus.SegmentItem, 0, n-1)
+		requires = make([]int, 0, n)
 	}
 	deadline := now
 	for i := first; i < first+n; i++ {
@@ -342,10 +346,14 @@ func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) 
 		t := r.m.tasks[i]
 		item := bus.SegmentItem{Task: i, Attempt: t.attempt, Resource: r.plan.Manifest.Resources[i], Refresh: t.refresh,
 			TimeoutMS: r.timeout(i).Milliseconds(), Traceparent: bus.Traceparent(taskCtx), Subscribers: r.subscribers(i), Assume: r.assumeOf(i)}
+		at := len(requires)
 		for _, p := range r.plan.Requires[i] {
 			if p >= first && p < i {
-				item.Requires = append(item.Requires, p)
+				requires = append(requires, p)
 			}
+		}
+		if len(requires) > at {
+			item.Requires = requires[at:len(requires):len(requires)]
 		}
 		task.Segment = append(task.Segment, item)
 	}
@@ -460,6 +468,11 @@ func (r *run) taskSpan(ctx context.Context, i int, resumed bool) context.Context
 			span.SetAttributes(attribute.Bool("manifold.resumed", true))
 		}
 	}
+	if r.spans == nil {
+		// A slice, not a map: a map grown to a segment's 1,024 spans and
+		// back, per segment.
+		r.spans = make([]trace.Span, len(r.plan.Manifest.Resources))
+	}
 	if old := r.spans[i]; old != nil {
 		old.End()
 	}
@@ -493,10 +506,10 @@ func (r *run) settled(ctx context.Context, i int) {
 }
 
 func (r *run) endSpan(i int, errText string) {
-	span := r.spans[i]
-	if span == nil {
+	if i >= len(r.spans) || r.spans[i] == nil {
 		return
 	}
+	span := r.spans[i]
 	if span.IsRecording() {
 		t := r.m.tasks[i]
 		span.SetAttributes(attribute.String("manifold.status", string(t.status)), attribute.Bool("manifold.changed", t.changed),
@@ -506,7 +519,7 @@ func (r *run) endSpan(i int, errText string) {
 		span.SetStatus(codes.Error, errText)
 	}
 	span.End()
-	delete(r.spans, i)
+	r.spans[i] = nil
 }
 
 // event stamps a progress event of a resource now and queues it; the
