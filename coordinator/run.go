@@ -299,7 +299,9 @@ func (r *run) exec(ctx, spanCtx context.Context, cmds []command) {
 			}
 		case cmdStartChild:
 			if !r.replaying {
-				r.event(ctx, bus.Event{Kind: bus.EventTaskDispatched, Task: &c.task, Ref: r.ref(c.task)})
+				if r.taskEventRead(bus.EventTaskDispatched) {
+					r.event(ctx, bus.Event{Kind: bus.EventTaskDispatched, Task: &c.task, Ref: r.ref(c.task)})
+				}
 				r.sendEvents() // before the child run's own events
 				r.startApply(ctx, r.taskSpan(spanCtx, c.task, false), c.task)
 			}
@@ -337,7 +339,7 @@ func (r *run) publish(ctx, spanCtx context.Context, first, n int, resumed bool) 
 		taskCtx := r.taskSpan(spanCtx, i, resumed)
 		heap.Push(&r.deadlines, deadlineEntry{at: deadline.Add(r.c.cfg.OutcomeGrace), task: i, attempt: r.m.tasks[i].attempt})
 		if i == first {
-			if !resumed {
+			if !resumed && r.taskEventRead(bus.EventTaskDispatched) {
 				r.event(ctx, bus.Event{Kind: bus.EventTaskDispatched, Task: &i, Ref: r.ref(i)})
 			}
 			spanCtx = taskCtx // the message carries the first task's span
@@ -483,17 +485,22 @@ func (r *run) taskSpan(ctx context.Context, i int, resumed bool) context.Context
 // settled reports the end of task i: span, event, log line, metrics.
 func (r *run) settled(ctx context.Context, i int) {
 	t := r.m.tasks[i]
-	res := r.plan.Manifest.Resources[i]
+	res := &r.plan.Manifest.Resources[i]
 	r.endSpan(i, t.err)
 	if r.replaying {
 		return
 	}
 	r.c.metrics.taskEnded(res.Type, t.status)
-	r.event(ctx, bus.Event{Kind: bus.EventTaskFinished, Task: &i, Ref: res.Ref(), Status: string(t.status),
-		Outcome: t.status, Message: t.message, Diff: t.diff, Error: t.err, Worker: t.worker, DurationMS: t.durationMS,
-		Done: r.m.done, Total: len(r.m.tasks)})
+	// Built only when someone reads it (the ref is a string built per
+	// resource).
+	if r.taskEventRead(bus.EventTaskFinished) {
+		r.event(ctx, bus.Event{Kind: bus.EventTaskFinished, Task: &i, Ref: res.Ref(), Status: string(t.status),
+			Outcome: t.status, Message: t.message, Diff: t.diff, Error: t.err, Worker: t.worker, DurationMS: t.durationMS,
+			Done: r.m.done, Total: len(r.m.tasks)})
+	}
 	// The next resource of a segment starts on the worker now.
-	if j := i + 1; j < len(r.m.tasks) && r.m.tasks[j].seg == t.seg && r.m.tasks[j].segAttempt == t.segAttempt && r.m.inFlight(j, r.m.tasks[j].attempt) {
+	if j := i + 1; j < len(r.m.tasks) && r.m.tasks[j].seg == t.seg && r.m.tasks[j].segAttempt == t.segAttempt && r.m.inFlight(j, r.m.tasks[j].attempt) &&
+		r.taskEventRead(bus.EventTaskDispatched) {
 		r.event(ctx, bus.Event{Kind: bus.EventTaskDispatched, Task: &j, Ref: r.ref(j)})
 	}
 	level := slog.LevelInfo
