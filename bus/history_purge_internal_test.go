@@ -22,7 +22,7 @@ func TestPurgeHistoryIsOneRequest(t *testing.T) {
 	}
 	api, flush := countRequests(t, srv, "$JS.API.>")
 	require.NoError(t, b.PurgeHistory(ctx, "run-a"))
-	flush()
+	flush(b.apiPrefix() + "STREAM.PURGE." + StreamHistory)
 	require.Equal(t, int64(1), api.Load(), "JetStream requests of one purge")
 
 	st, err := b.js.Stream(ctx, StreamHistory)

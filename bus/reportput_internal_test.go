@@ -53,7 +53,7 @@ func subInserts(t *testing.T, srv *Server) uint64 {
 
 // countRequests counts the requests sent on subject (a filter) from now
 // on, as the server delivers them; read it after flush.
-func countRequests(t *testing.T, srv *Server, subject string) (n *atomic.Int64, flush func()) {
+func countRequests(t *testing.T, srv *Server, subject string) (n *atomic.Int64, flush func(until string)) {
 	t.Helper()
 	nc, err := srv.Connect("observer")
 	require.NoError(t, err)
@@ -67,11 +67,30 @@ func countRequests(t *testing.T, srv *Server, subject string) (n *atomic.Int64, 
 	require.NoError(t, err)
 	require.NoError(t, sub.SetPendingLimits(-1, -1))
 	require.NoError(t, nc.Flush())
-	return n, func() {
+	// flush counts the requests seen. With until, it first waits (10 s at
+	// most) for a request on that subject: the server may answer a
+	// JetStream request before it has handed the request to this
+	// subscriber (the API's goroutine replies while the publisher's read
+	// loop is still delivering), and a flush right after the answer then
+	// counted 0 (3 runs in 300 under load). The publisher's requests
+	// reach this subscriber in the order sent, so those before it are
+	// counted too.
+	return n, func(until string) {
+		seen := int64(0)
+		if until != "" {
+			for {
+				m, err := sub.NextMsg(10 * time.Second)
+				require.NoError(t, err, "no request on %s within 10s", until)
+				seen++
+				if m.Subject == until {
+					break
+				}
+			}
+		}
 		require.NoError(t, nc.Flush())
 		msgs, _, err := sub.Pending()
 		require.NoError(t, err)
-		n.Store(int64(msgs))
+		n.Store(seen + int64(msgs))
 	}
 }
 
@@ -153,7 +172,7 @@ func TestReportPutAndPurgeNeedNoSubscriptionOrLookup(t *testing.T) {
 	for i := range children {
 		require.NoError(t, b.PurgeReport(ctx, fmt.Sprintf("fanout-a%d", i)))
 	}
-	flush()
+	flush("")
 	require.Equal(t, inserts, subInserts(t, srv), "subscriptions taken by %d puts and purges", children)
 	require.Zero(t, lookups.Load(), "look-ups of %d puts and purges", children)
 	for i := range children {
