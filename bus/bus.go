@@ -179,11 +179,7 @@ func retryable(err error) bool {
 func (b *Bus) provision(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	r := b.cfg.Replicas
-	storage, kvStorage, objStorage := jetstream.FileStorage, jetstream.FileStorage, jetstream.FileStorage
-	if b.cfg.MemoryStorage {
-		storage, kvStorage, objStorage = jetstream.MemoryStorage, jetstream.MemoryStorage, jetstream.MemoryStorage
-	}
+	r, storage := b.cfg.Replicas, b.storage()
 	createStream, createKV, createObjects := b.js.CreateOrUpdateStream, b.js.CreateOrUpdateKeyValue, b.js.CreateOrUpdateObjectStore
 	if b.cfg.Fresh {
 		createStream, createKV, createObjects = b.js.CreateStream, b.js.CreateKeyValue, b.js.CreateObjectStore
@@ -229,14 +225,14 @@ func (b *Bus) provision(ctx context.Context) error {
 			return nil
 		})
 	}
-	bucket(&b.runs, jetstream.KeyValueConfig{Bucket: BucketRuns, History: 1, Replicas: r, Storage: kvStorage,
+	bucket(&b.runs, jetstream.KeyValueConfig{Bucket: BucketRuns, History: 1, Replicas: r, Storage: storage,
 		Description: "manifold run records"})
 	bucket(&b.workers, jetstream.KeyValueConfig{Bucket: BucketWorkers, TTL: b.cfg.WorkerTTL,
-		Replicas: r, Storage: kvStorage, Description: "manifold live workers"})
+		Replicas: r, Storage: storage, Description: "manifold live workers"})
 	bucket(&b.results, jetstream.KeyValueConfig{Bucket: BucketResults, TTL: b.cfg.ResultsTTL,
-		Replicas: r, Storage: kvStorage, Description: "manifold finished task outcomes"})
+		Replicas: r, Storage: storage, Description: "manifold finished task outcomes"})
 	bucket(&b.cancels, jetstream.KeyValueConfig{Bucket: BucketCancels, TTL: b.cfg.CancelsTTL,
-		Replicas: r, Storage: kvStorage, Description: "manifold cancelled runs (workers drop their queued tasks)"})
+		Replicas: r, Storage: storage, Description: "manifold cancelled runs (workers drop their queued tasks)"})
 	if !b.cfg.OnDemand {
 		bucket(&b.assignments, b.assignmentsConfig())
 	}
@@ -249,9 +245,9 @@ func (b *Bus) provision(ctx context.Context) error {
 		})
 	}
 	objects(&b.bundles, jetstream.ObjectStoreConfig{Bucket: BucketBundles,
-		Replicas: r, Storage: objStorage, Description: "manifold manifest bundles"})
+		Replicas: r, Storage: storage, Description: "manifold manifest bundles"})
 	objects(&b.reports, jetstream.ObjectStoreConfig{Bucket: BucketReports,
-		Replicas: r, Storage: objStorage, Description: "manifold reports of finished runs"})
+		Replicas: r, Storage: storage, Description: "manifold reports of finished runs"})
 	if !b.cfg.OnDemand {
 		objects(&b.tasks, b.taskStoreConfig())
 	}
