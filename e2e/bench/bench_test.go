@@ -372,8 +372,8 @@ func TestHarnessBuildsAsTheImage(t *testing.T) {
 	require.NoError(t, err)
 	dockerfile := strings.Join(strings.Fields(strings.ReplaceAll(string(b), "\\\n", " ")), " ")
 	require.Equal(t, []string{"CGO_ENABLED=0"}, releaseBuildEnv)
-	require.Equal(t, `-trimpath -ldflags "-s -w"`, releaseBuildCommandFlags())
-	require.Contains(t, dockerfile, `CGO_ENABLED=0 go build -trimpath -ldflags "-s -w `)
+	require.Equal(t, `-trimpath -pgo=cmd/manifold/release.pgo -ldflags "-s -w"`, releaseBuildCommandFlags())
+	require.Contains(t, dockerfile, `CGO_ENABLED=0 go build -trimpath -pgo=cmd/manifold/release.pgo -ldflags "-s -w `)
 }
 
 // TestScenarioTurns: every scenario is measured, validate and first apply

@@ -99,6 +99,11 @@ type Config struct {
 	// coordinator of each fleet size write CPU profiles
 	// (MANIFOLD_CPU_PROFILE), server-N.pprof and coordinator-N.pprof.
 	FleetProfile string
+	// CPUProfiles, when set, is a directory where every manifold command
+	// of the files and level modes writes a CPU profile
+	// (MANIFOLD_CPU_PROFILE), N.pprof: merged, the profile the release
+	// build is optimised with (ReleasePGO; `task pgo`).
+	CPUProfiles string
 	// FleetIdle is how long idle hosts are measured (every host
 	// registered, before the first run). Defaults to 5 s; a pool's idle
 	// pulls are sent a heartbeat every 5 minutes, so a window of minutes
@@ -329,6 +334,12 @@ func runWith(ctx context.Context, cfg Config, lines, logw io.Writer) (*Results, 
 	if err := h.build(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.CPUProfiles != "" {
+		if err := h.mkdirs(cfg.CPUProfiles); err != nil {
+			return nil, err
+		}
+		h.run.profiles, h.run.profiled = cfg.CPUProfiles, h.manifold
+	}
 	res := &Results{Config: cfg, Started: time.Now()}
 	res.Machine = describeMachine(ctx, cfg.Root)
 	res.RSSMethod = h.run.rssMethod()
@@ -375,15 +386,25 @@ func runWith(ctx context.Context, cfg Config, lines, logw io.Writer) (*Results, 
 }
 
 // The harness measures manifold as it is shipped: built as deploy/Dockerfile
-// builds the image's binary (static, no cgo, symbols stripped;
-// TestHarnessBuildsAsTheImage). A static binary starts without the dynamic
-// loader and the C library (some 2 ms of a 1-file apply on this machine);
-// its user and group lookups read /etc/passwd and /etc/group and ask
-// getent(1) for other names (resources/ids).
+// builds the image's binary (static, no cgo, symbols stripped, optimised
+// with the profile ReleasePGO; TestHarnessBuildsAsTheImage). A static
+// binary starts without the dynamic loader and the C library (some 2 ms
+// of a 1-file apply on this machine); its user and group lookups read
+// /etc/passwd and /etc/group and ask getent(1) for other names
+// (resources/ids).
 var (
 	releaseBuildEnv   = []string{"CGO_ENABLED=0"}
-	releaseBuildFlags = []string{"-trimpath", "-ldflags", "-s -w"}
+	releaseBuildFlags = []string{"-trimpath", "-pgo=" + ReleasePGO, "-ldflags", "-s -w"}
 )
+
+// ReleasePGO is the CPU profile, relative to the module root, that the
+// release build gives the compiler (profile-guided optimisation): CPU
+// profiles of the benchmark's own workloads (`benchrun --cpu-profiles`)
+// merged by `go tool pprof -proto`; `task pgo` makes it anew. It is not
+// cmd/manifold/default.pgo, which every `go build` and `go test` of the
+// package would take: the tests and the development builds stay unoptimised
+// (a profile makes the first build of every package take longer).
+const ReleasePGO = "cmd/manifold/release.pgo"
 
 // releaseBuildCommandFlags is releaseBuildFlags as a shell would take them.
 func releaseBuildCommandFlags() string {

@@ -48,6 +48,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.FleetMaxConsumers, "fleet-max-consumers", 0, "the server's JetStream default_max_consumers for mode fleet (-1: unlimited; 0: the server's default, 1,000 per stream)")
 	fs.DurationVar(&cfg.FleetIdle, "fleet-idle", defaultIdleWindow, "how long idle hosts are measured before the first run (1s to 30m; the idle server / hosts CPU is per second of it)")
 	fs.StringVar(&cfg.FleetProfile, "fleet-profile", "", "write CPU profiles of the server, the coordinator and the host processes of each fleet size, and the server's heap after the first and the last run, into this directory")
+	fs.StringVar(&cfg.CPUProfiles, "cpu-profiles", "", "write a CPU profile of every manifold command of the files and level modes into this directory (the input of "+ReleasePGO+": task pgo)")
 	fs.StringVar(&workers, "workers", "1,2,4", "worker counts of the distributed throughput")
 	fs.IntVar(&cfg.DistN, "dist-n", 2000, "trivial tasks per distributed throughput run")
 	fs.IntVar(&cfg.ChainN, "chain-n", 200, "resources of the run in declaration order whose per-task latency is measured")
@@ -91,7 +92,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.Root = filepath.Dir(gomod)
 	}
-	for _, p := range []*string{&cfg.FleetRoot, &cfg.FleetProfile} {
+	for _, p := range []*string{&cfg.FleetRoot, &cfg.FleetProfile, &cfg.CPUProfiles} {
 		if *p != "" {
 			if *p, err = filepath.Abs(*p); err != nil {
 				fmt.Fprintf(stderr, "benchrun: %v\n", err)

@@ -82,6 +82,9 @@ type runner struct {
 	// it replaces.
 	timeBin string
 	seq     atomic.Int64
+	// profiles, when set, is where each run of the binary profiled writes
+	// its CPU profile (Config.CPUProfiles).
+	profiles, profiled string
 }
 
 // gnuTime is where GNU time is looked for.
@@ -133,6 +136,9 @@ func (r *runner) runEnv(ctx context.Context, timeout time.Duration, dir string, 
 	}
 	cmd := r.command(argv[0], argv[1:]...)
 	cmd.Env = append(cmd.Env, env...)
+	if r.profiles != "" && bin == r.profiled {
+		cmd.Env = append(cmd.Env, "MANIFOLD_CPU_PROFILE="+filepath.Join(r.profiles, fmt.Sprintf("%d.pprof", r.seq.Add(1))))
+	}
 	if dir != "" {
 		cmd.Dir = dir
 	}
