@@ -134,6 +134,10 @@ type Bus struct {
 
 	assignMu    sync.Mutex
 	assignments *Bucket // opened on first use when attached (assignments.go)
+
+	// local holds, by name, the bundles KeepBundle keeps.
+	localMu sync.Mutex
+	local   map[string][]byte
 }
 
 // Open provisions (idempotently) everything manifold needs on the server

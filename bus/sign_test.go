@@ -155,3 +155,29 @@ func TestOutcomeMAC(t *testing.T) {
 	bus.SignOutcome(&unsigned, "")
 	require.Empty(t, unsigned.MAC, "a task without a token (an older coordinator's) gets no MAC")
 }
+
+// KeepBundle names a bundle as PutBundle does and refuses one over the
+// limit; its Bus reads it from memory, and nothing is put in the store:
+// another Bus of the server finds nothing.
+func TestKeepBundle(t *testing.T) {
+	srv, b := bustest.Start(t, bus.Config{MaxBundleBytes: 1 << 20})
+	ctx := ctxT(t)
+	archive := bytes.Repeat([]byte("kept bundle "), 1000)
+
+	name, err := b.KeepBundle(archive)
+	require.NoError(t, err)
+	got, err := b.GetBundle(ctx, name)
+	require.NoError(t, err)
+	require.Equal(t, archive, got)
+	other := bustest.Open(t, srv, bus.Config{MaxBundleBytes: 1 << 20})
+	_, err = other.GetBundle(ctx, name)
+	require.ErrorIs(t, err, bus.ErrNotFound)
+
+	put, err := b.PutBundle(ctx, archive)
+	require.NoError(t, err)
+	require.Equal(t, put, name, "the name PutBundle gives")
+
+	name, err = b.KeepBundle(make([]byte, 1<<20+1))
+	require.ErrorIs(t, err, bus.ErrTooLarge)
+	require.Empty(t, name)
+}

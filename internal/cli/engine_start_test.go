@@ -46,9 +46,9 @@ func TestStartingEngineStartsWorkerOnFacts(t *testing.T) {
 }
 
 // TestStartingEngineStoresTheBundle: a bundle handed to the starting
-// engine is stored while its coordinator and worker start, and wait
-// returns once it is (its name, or why it was not: a bundle over the
-// store's limit); a wait with no bundle handed stores none.
+// engine is kept (bus.KeepBundle) while its coordinator and worker start,
+// and wait returns once it is (its name, or why it was not: a bundle over
+// the store's limit); a wait with no bundle handed keeps none.
 func TestStartingEngineStoresTheBundle(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -34,7 +34,7 @@ const (
 	PhaseBundlePacked      = "bundle_packed"      // bundle packed
 	PhaseTelemetry         = "telemetry"          // tracing set up
 	PhaseEngineReady       = "engine_ready"       // the command has the started engine
-	PhaseBundleStored      = "bundle_stored"      // bundle stored on the bus (embedded: by the engine's goroutine, while its coordinator and worker start)
+	PhaseBundleStored      = "bundle_stored"      // bundle stored on the bus (embedded: kept in the bus's memory, bus.KeepBundle, while the coordinator and worker start)
 	PhaseRunSubmitted      = "run_submitted"      // run request published
 	PhaseRunFinished       = "run_finished"       // the run's run_finished event read (embedded, --output json: its report handed over)
 	PhaseReportRead        = "report_read"        // the run's report read from the bus
