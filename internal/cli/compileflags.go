@@ -174,9 +174,10 @@ func (c *compileFlags) inputs(ctx context.Context, st IO, cmd string, system boo
 // in the background: the returned func waits for them (and gives the
 // same facts and error each time; called from one goroutine). A caller
 // compiles meanwhile (compile.Opts.FactsLater): the facts are first
-// needed once the manifest is parsed. false: the run's data could not be
-// read (said on st.Stderr).
-func (c *compileFlags) inputsLater(ctx context.Context, st IO, cmd string) (map[string]any, func() (map[string]any, error), bool) {
+// needed once the manifest is parsed. onGathered, when set, is called
+// in the background once they are (or failed to be). false: the run's
+// data could not be read (said on st.Stderr).
+func (c *compileFlags) inputsLater(ctx context.Context, st IO, cmd string, onGathered func()) (map[string]any, func() (map[string]any, error), bool) {
 	c.warnTo(st, cmd)
 	data, err := c.runData()
 	if err != nil {
@@ -190,6 +191,9 @@ func (c *compileFlags) inputsLater(ctx context.Context, st IO, cmd string) (map[
 	done := make(chan gathered, 1)
 	go func() {
 		f, err := c.gatherFacts(ctx, true)
+		if onGathered != nil {
+			onGathered()
+		}
 		done <- gathered{f, err}
 	}()
 	var g gathered

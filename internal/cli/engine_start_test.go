@@ -45,6 +45,53 @@ func TestStartingEngineStartsWorkerOnFacts(t *testing.T) {
 	require.Contains(t, string(entry.Value), `"role":"db"`)
 }
 
+// TestStartingEngineStartsOnceFactsAreGathered: held for the facts (a
+// large manifest), the starting engine waits for this host's facts to be
+// gathered (the compile needs them first) and makes nothing before; a
+// start whose context ends while it waits returns that error. Only a
+// manifest file of holdEngineAt bytes or more holds it.
+func TestStartingEngineStartsOnceFactsAreGathered(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o := quietEmbeddedOpts()
+	o.HoldForFacts = true
+	s := startEmbeddedAsync(ctx, o)
+	select {
+	case <-s.done:
+		t.Fatal("the engine started before the facts were gathered")
+	default:
+	}
+	entries, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, entries, "no store made before the facts are gathered")
+	s.factsGathered()
+	s.factsGathered() // (once is enough; twice is harmless)
+	s.startWorker(map[string]any{})
+	e, err := s.wait()
+	require.NoError(t, err)
+	defer e.close()
+	require.DirExists(t, e.dir)
+	require.Equal(t, tmp, filepath.Dir(e.dir))
+
+	ended, stop := context.WithCancel(context.Background())
+	stop()
+	o = quietEmbeddedOpts()
+	o.StartAfter = make(chan struct{}) // never closed
+	_, err = startEmbedded(ended, o)
+	require.ErrorIs(t, err, context.Canceled)
+
+	dir := t.TempDir()
+	small, large := filepath.Join(dir, "small.yaml"), filepath.Join(dir, "large.yaml")
+	require.NoError(t, os.WriteFile(small, make([]byte, holdEngineAt-1), 0o644))
+	require.NoError(t, os.WriteFile(large, make([]byte, holdEngineAt), 0o644))
+	require.False(t, holdEngineForFacts(small))
+	require.True(t, holdEngineForFacts(large))
+	require.False(t, holdEngineForFacts(dir), "a directory")
+	require.False(t, holdEngineForFacts(filepath.Join(dir, "absent.yaml")))
+}
+
 // TestStartingEngineStoresTheBundle: a bundle handed to the starting
 // engine is kept (bus.KeepBundle) while its coordinator and worker start,
 // and wait returns once it is (its name, or why it was not: a bundle over

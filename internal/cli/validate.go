@@ -59,7 +59,7 @@ func loadPrepared(ctx context.Context, st IO, cmd, path string, cf *compileFlags
 		}
 		return t.Plan.Manifest, ExitOK, true
 	}
-	data, gathered, inputsOK := cf.inputsLater(ctx, st, cmd)
+	data, gathered, inputsOK := cf.inputsLater(ctx, st, cmd, nil)
 	if !inputsOK {
 		return nil, ExitInvalid, false
 	}
