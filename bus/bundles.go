@@ -337,14 +337,20 @@ func (b *Bus) GetReport(ctx context.Context, runID string) ([]byte, error) {
 
 // reportStore returns the reports object store; an attached bus (clients,
 // workers) opens it on first use, so roles that never read reports need
-// no permission on it.
+// no permission on it; a bus opened OnDemand creates it then.
 func (b *Bus) reportStore(ctx context.Context) (jetstream.ObjectStore, error) {
 	b.reportsMu.Lock()
 	defer b.reportsMu.Unlock()
 	if b.reports != nil {
 		return b.reports, nil
 	}
-	store, err := b.js.ObjectStore(ctx, BucketReports)
+	get := b.js.ObjectStore
+	if b.cfg.OnDemand {
+		get = func(ctx context.Context, _ string) (jetstream.ObjectStore, error) {
+			return b.js.CreateOrUpdateObjectStore(ctx, b.reportStoreConfig())
+		}
+	}
+	store, err := get(ctx, BucketReports)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			err = ErrNotFound

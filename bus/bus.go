@@ -77,8 +77,11 @@ type Config struct {
 	// jetstream.ErrStreamNameAlreadyInUse.
 	Fresh bool
 	// OnDemand leaves what few runs need to be created by this bus on
-	// first use rather than by Open: the assignments bucket and the
-	// store of tasks sent by reference (two of Open's fourteen creates).
+	// first use rather than by Open: the assignments bucket, the store of
+	// tasks sent by reference, the reports store (the embedded engine
+	// keeps its root run's report: only child runs' are stored) and the
+	// registrations stream (register_when_stable): four of Open's
+	// fourteen creates, each some 0.3 ms of the embedded engine's start.
 	// Only for a server no other bus uses (the embedded engine's private
 	// one, with Fresh): another bus would not find them.
 	OnDemand bool
@@ -134,6 +137,11 @@ type Bus struct {
 
 	assignMu    sync.Mutex
 	assignments *Bucket // opened on first use when attached (assignments.go)
+
+	// registrations says the registrations stream is there (OnDemand:
+	// created on first use, registrations.go).
+	regMu         sync.Mutex
+	registrations bool
 
 	// local holds, by name, the bundles KeepBundle keeps.
 	localMu sync.Mutex
@@ -205,7 +213,9 @@ func (b *Bus) provision(ctx context.Context) error {
 			Description: "manifold run histories: task outcomes, deadlines, cancellations"},
 		{Name: StreamEvents, Subjects: []string{SubjectEventsAll}, Retention: jetstream.LimitsPolicy,
 			MaxAge: b.cfg.EventsMaxAge, Replicas: r, Description: "manifold progress events"},
-		registrationsStream(b.cfg), // registrations.go
+	}
+	if !b.cfg.OnDemand {
+		streams = append(streams, registrationsStream(b.cfg)) // registrations.go
 	}
 	// Created side by side: each is a round trip to the meta leader, and
 	// the embedded engine of `manifold apply` waits for all of them.
@@ -250,9 +260,8 @@ func (b *Bus) provision(ctx context.Context) error {
 	}
 	objects(&b.bundles, jetstream.ObjectStoreConfig{Bucket: BucketBundles,
 		Replicas: r, Storage: storage, Description: "manifold manifest bundles"})
-	objects(&b.reports, jetstream.ObjectStoreConfig{Bucket: BucketReports,
-		Replicas: r, Storage: storage, Description: "manifold reports of finished runs"})
 	if !b.cfg.OnDemand {
+		objects(&b.reports, b.reportStoreConfig())
 		objects(&b.tasks, b.taskStoreConfig())
 	}
 	return g.Wait()
@@ -269,6 +278,11 @@ func (b *Bus) storage() jetstream.StorageType {
 func (b *Bus) assignmentsConfig() jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{Bucket: BucketAssignments, History: 1, Replicas: b.cfg.Replicas, Storage: b.storage(),
 		Description: "manifold assignments: desired state workers keep converged"}
+}
+
+func (b *Bus) reportStoreConfig() jetstream.ObjectStoreConfig {
+	return jetstream.ObjectStoreConfig{Bucket: BucketReports, Replicas: b.cfg.Replicas, Storage: b.storage(),
+		Description: "manifold reports of finished runs"}
 }
 
 func (b *Bus) taskStoreConfig() jetstream.ObjectStoreConfig {

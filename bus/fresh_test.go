@@ -124,11 +124,13 @@ func TestOpenFreshOnProvisionedServer(t *testing.T) {
 	require.ErrorContains(t, err, "bus: provision ")
 }
 
-// TestOpenOnDemand: a bus opened OnDemand leaves the assignments bucket
-// and the store of tasks sent by reference to their first use: Open
-// creates neither, the first use creates each, and they work as
-// provisioned ones do (a large task travels by reference and is read
-// back; the assignments list, empty, is read).
+// TestOpenOnDemand: a bus opened OnDemand leaves the assignments bucket,
+// the store of tasks sent by reference, the reports store and the
+// registrations stream to their first use: Open creates none, the first
+// use creates each, and they work as provisioned ones do (a report stored
+// and read; a registration made, looked up and removed; a large task
+// travels by reference and is read back; the assignments list, empty, is
+// read).
 func TestOpenOnDemand(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
@@ -145,11 +147,41 @@ func TestOpenOnDemand(t *testing.T) {
 		require.NoError(t, names.Err())
 		return out
 	}
-	const assignments, tasks = "KV_" + bus.BucketAssignments, "OBJ_" + bus.BucketTasks
+	const assignments, tasks, reports = "KV_" + bus.BucketAssignments, "OBJ_" + bus.BucketTasks, "OBJ_" + bus.BucketReports
 	opened := streams()
 	require.NotContains(t, opened, assignments)
 	require.NotContains(t, opened, tasks)
+	require.NotContains(t, opened, reports)
+	require.NotContains(t, opened, bus.StreamRegistrations)
 	require.Contains(t, opened, "KV_"+bus.BucketRuns, "the others are provisioned")
+
+	// The reports store: a report not stored is not found, then stored
+	// and read back.
+	_, err = b.GetReport(ctxT(t), "r0")
+	require.ErrorIs(t, err, bus.ErrNotFound)
+	require.Contains(t, streams(), reports)
+	require.NoError(t, b.PutReport(ctxT(t), "r0", []byte(`{"run_id":"r0"}`)))
+	got, err := b.GetReport(ctxT(t), "r0")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"run_id":"r0"}`, string(got))
+
+	// The registrations stream: an entry registered is looked up, then
+	// deregistered; a lookup first on another on-demand bus finds none.
+	entry := bus.RegistrationEntry{Cluster: "c", Protocol: "http", Service: "web", Address: "10.0.0.1", Port: 80, Priority: 1}
+	require.NoError(t, b.Register(ctxT(t), entry))
+	require.Contains(t, streams(), bus.StreamRegistrations)
+	found, err := b.Registrations(ctxT(t), "c", "http", "web", "")
+	require.NoError(t, err)
+	require.Len(t, found, 1)
+	require.NoError(t, b.Deregister(ctxT(t), entry))
+	found, err = b.Registrations(ctxT(t), "c", "http", "web", "")
+	require.NoError(t, err)
+	require.Empty(t, found)
+	fresh, err := openOn(t, startServer(t), bus.Config{MemoryStorage: true, Fresh: true, OnDemand: true})
+	require.NoError(t, err)
+	found, err = fresh.Registrations(ctxT(t), "", "", "", "")
+	require.NoError(t, err)
+	require.Empty(t, found)
 
 	list, err := b.ListAssignments(ctxT(t))
 	require.NoError(t, err)
@@ -181,4 +213,6 @@ func TestOpenOnDemand(t *testing.T) {
 	all := streams()
 	require.Contains(t, all, assignments)
 	require.Contains(t, all, tasks)
+	require.Contains(t, all, reports)
+	require.Contains(t, all, bus.StreamRegistrations)
 }

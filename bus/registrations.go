@@ -192,6 +192,26 @@ func registrationsStream(cfg Config) jetstream.StreamConfig {
 	}
 }
 
+// registrationsReady makes the registrations stream on the first use of a
+// bus opened OnDemand (Open made it otherwise).
+func (b *Bus) registrationsReady(ctx context.Context) error {
+	if !b.cfg.OnDemand {
+		return nil
+	}
+	b.regMu.Lock()
+	defer b.regMu.Unlock()
+	if b.registrations {
+		return nil
+	}
+	sc := registrationsStream(b.cfg)
+	sc.Storage = b.storage()
+	if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
+		return fmt.Errorf("bus: provision stream %s: %w", sc.Name, err)
+	}
+	b.registrations = true
+	return nil
+}
+
 // registrationMarkerTTL is how long the marker of an expired entry stays
 // (a watcher sees the removal).
 const registrationMarkerTTL = 15 * time.Minute
@@ -226,6 +246,9 @@ func (b *Bus) Register(ctx context.Context, e RegistrationEntry) error {
 	if len(data) > MaxRegistrationBytes {
 		return fmt.Errorf("%w: registration %s/%s/%s/%s is %d bytes, at most %d", ErrTooLarge, e.Cluster, e.Protocol, e.Service, e.Address, len(data), MaxRegistrationBytes)
 	}
+	if err := b.registrationsReady(ctx); err != nil {
+		return err
+	}
 	msg := nats.NewMsg(RegistrationSubject(e))
 	msg.Data = data
 	if e.TTL != "" {
@@ -250,6 +273,9 @@ func (b *Bus) Register(ctx context.Context, e RegistrationEntry) error {
 // wrapping ErrTooLarge.
 func (b *Bus) Registrations(ctx context.Context, cluster, protocol, service, address string) ([]RegistrationEntry, error) {
 	filter := RegistrationFilter(cluster, protocol, service, address)
+	if err := b.registrationsReady(ctx); err != nil {
+		return nil, err
+	}
 	// One ephemeral consumer delivering the last message of each matching
 	// subject: its creation tells how many there are, a fetch reads them.
 	c, err := b.js.CreateConsumer(ctx, StreamRegistrations, jetstream.ConsumerConfig{
@@ -317,6 +343,9 @@ func registrationsErr(filter string, err error) error {
 // Deregister removes an entry at once (purging its subject), before its
 // TTL ends.
 func (b *Bus) Deregister(ctx context.Context, e RegistrationEntry) error {
+	if err := b.registrationsReady(ctx); err != nil {
+		return err
+	}
 	st, err := b.js.Stream(ctx, StreamRegistrations)
 	if err != nil {
 		return registrationsErr(RegistrationSubject(e), err)
