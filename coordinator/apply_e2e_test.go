@@ -323,7 +323,8 @@ func TestGraphRunSharedAmongWorkerSlots(t *testing.T) {
 // engine's) starts runs, children included, with no secret: its tasks
 // carry no token and its runs' outcomes no MAC, and the runs succeed as
 // signed ones do. The same tree on a signed coordinator is signed
-// throughout.
+// throughout. An unsigned coordinator takes a run request's fields as
+// they are (no strict second decode); a signed one refuses unknown ones.
 func TestUnsignedRuns(t *testing.T) {
 	t.Parallel()
 	for _, unsigned := range []bool{true, false} {
@@ -386,5 +387,29 @@ func TestUnsignedRuns(t *testing.T) {
 			}
 		}
 		mu.Unlock()
+
+		// A run request with a field this build does not know: refused
+		// by a signed coordinator (TestRequestsDecodedStrictly), taken as
+		// it is by an unsigned one, on whose bus no one else publishes
+		// (its requests are its own binary's encoding).
+		id := fmt.Sprintf("extra-field-%v", unsigned)
+		_, err = e.bus.Conn().Request(bus.SubjectRunSubmit, []byte(`{"v": 1, "run_id": "`+id+`", "manifest_yaml": "resources: []\n", "nooop": true}`), 10*time.Second)
+		require.NoError(t, err)
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		var finished bus.Event
+		require.NoError(t, e.bus.FollowEvents(fctx, id, func(ev bus.Event) bool {
+			if ev.Kind == bus.EventRunFinished {
+				finished = ev
+				return false
+			}
+			return true
+		}))
+		cancel()
+		if unsigned {
+			require.Equal(t, "succeeded", finished.Status, "unsigned: %+v", finished)
+		} else {
+			require.Equal(t, "failed", finished.Status, "signed: %+v", finished)
+			require.Contains(t, finished.Error, `unknown field "nooop"`)
+		}
 	}
 }

@@ -119,7 +119,11 @@ type Config struct {
 	// (a run of an earlier version's coordinator is so). Only for a bus
 	// no one else can publish to: the embedded engine's private server,
 	// which has no listener. Its three MACs per resource were 3 % of a
-	// converged 2,000-file apply's CPU.
+	// converged 2,000-file apply's CPU. Its run requests are this
+	// binary's own encoding, so they are not decoded strictly a second
+	// time (a field this coordinator does not know cannot be in them):
+	// the strict decode's token scan of the request's facts was 0.3 ms
+	// of the embedded engine's path.
 	Unsigned bool
 	// ScanInterval is how often a coordinator looks for runs to resume.
 	// Defaults to a fifth of Lease, at most a second: a run handed off by
@@ -329,14 +333,18 @@ func (c *Coordinator) intake(ctx context.Context, cons *bus.Consumer) {
 			_ = d.Term(err.Error())
 			continue
 		}
-		if err := bus.DecodeStrict(d.Data(), &bus.RunRequest{}); err != nil {
-			// A field this coordinator does not know (a misspelt "noop")
-			// would be silently ignored: the run is rejected instead.
-			rec := &record{V: 1, RunID: req.RunID, RootRunID: req.RunID, Request: req, Status: RunQueued,
-				Manifest: cmp.Or(req.ManifestName, "manifest.yaml"), QueuedAt: time.Now().UTC(), Owner: c.cfg.Name}
-			_ = c.reject(ctx, rec, fmt.Errorf("run request: %w", err))
-			_ = d.Term(err.Error())
-			continue
+		// Not on a private bus (Config.Unsigned): no one else publishes
+		// there.
+		if !c.cfg.Unsigned {
+			if err := bus.DecodeStrict(d.Data(), &bus.RunRequest{}); err != nil {
+				// A field this coordinator does not know (a misspelt "noop")
+				// would be silently ignored: the run is rejected instead.
+				rec := &record{V: 1, RunID: req.RunID, RootRunID: req.RunID, Request: req, Status: RunQueued,
+					Manifest: cmp.Or(req.ManifestName, "manifest.yaml"), QueuedAt: time.Now().UTC(), Owner: c.cfg.Name}
+				_ = c.reject(ctx, rec, fmt.Errorf("run request: %w", err))
+				_ = d.Term(err.Error())
+				continue
+			}
 		}
 		if err := c.accept(ctx, d.Ctx, req, nil); err != nil {
 			c.log.Error("run request: could not accept, will be redelivered", "error", err)
