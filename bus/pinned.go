@@ -66,6 +66,11 @@ type PinnedTasks struct {
 	unread  map[string]time.Time
 	seen    map[string]time.Time
 	dropped int // the subscription's dropped messages when last looked
+	// confirmed says the server is known to hold the wake subscription
+	// (subscribe's flush came back): until then a task published after
+	// a read wakes nobody, so the reader flushes again before it waits
+	// long, and reads once more when the flush comes back.
+	confirmed bool
 
 	// Every task of the pool below cursor has been handed out: it is
 	// settled, held, or nak'd and then in again.
@@ -218,16 +223,35 @@ func (p *PinnedTasks) Next(ctx context.Context) (*Delivery, error) {
 			}
 			continue
 		}
-		// Nothing past the cursor. A wake can come before the stream
-		// has stored its message (seconds before, on a loaded server):
-		// read again, 2 ms doubling to 1 s, for pinnedWakeWindow after
-		// the wake; then wait.
+		// Nothing past the cursor. The server may not have held the
+		// wake subscription at that read (subscribe's flush timed out on
+		// a loaded server: TestPinnedTasksFleet's host-0023 then waited
+		// for the idle poll): flush again, and read once more when the
+		// server answers, before waiting for a wake.
+		if !p.confirmed {
+			fctx, cancel := context.WithTimeout(ctx, pinnedFlushTimeout)
+			err := p.b.nc.FlushWithContext(fctx)
+			cancel()
+			if err == nil {
+				p.confirmed, p.emptied = true, false
+				continue
+			}
+		}
+		// A wake can come before the stream has stored its message
+		// (seconds before, on a loaded server): read again, 2 ms
+		// doubling to 1 s, for pinnedWakeWindow after the wake; then
+		// wait.
 		wait := p.idlePoll/2 + time.Duration(rand.Int64N(int64(p.idlePoll)))
 		if burst > 0 && time.Now().Before(woken.Add(pinnedWakeWindow)) {
 			wait = min(time.Millisecond<<min(burst, 10), time.Second)
 			burst++
 		} else {
 			burst = 0
+		}
+		if !p.confirmed {
+			// (the flush failed: disconnected, or the server slower
+			// still) not long before flushing again
+			wait = min(wait, pinnedFlushTimeout)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -363,8 +387,9 @@ func (p *PinnedTasks) subscribe() error {
 	p.emptied, p.unread, p.seen, p.dropped = false, nil, nil, 0
 	p.status = p.b.nc.StatusChanged(nats.CONNECTED)
 	// A flush that fails (disconnected, a slow server) is not an error:
-	// the reconnect's status and the idle poll then cover the gap.
-	_ = p.b.nc.FlushTimeout(pinnedFlushTimeout)
+	// Next flushes again before it waits long (confirmed), and the
+	// reconnect's status covers a disconnection.
+	p.confirmed = p.b.nc.FlushTimeout(pinnedFlushTimeout) == nil
 	return nil
 }
 
