@@ -255,9 +255,9 @@ type embeddedOpts struct {
 	// submitted 1 ms later held).
 	HoldForFacts bool
 	// Bundle, when set, gives the archive of the run's bundle once the
-	// command has packed it: it is stored (embedded.bundle) while the
-	// coordinator and the worker start, not after. Closed without a
-	// value: no bundle.
+	// command has packed it: it is kept in the bus's memory
+	// (embedded.bundle, bus.KeepBundle) while the coordinator and the
+	// worker start, not after. Closed without a value: no bundle.
 	Bundle <-chan []byte
 }
 
@@ -467,8 +467,8 @@ func (s *startingEngine) startWorker(facts map[string]any) {
 }
 
 // storeBundle hands over the archive of the run's bundle: the engine
-// stores it while its coordinator and worker start (embedded.bundle,
-// bundleErr). Called once.
+// keeps it (bus.KeepBundle) while its coordinator and worker start
+// (embedded.bundle, bundleErr). Called once.
 func (s *startingEngine) storeBundle(archive []byte) {
 	s.bundleHanded = true
 	s.bundle <- archive
