@@ -224,6 +224,7 @@ type Coordinator struct {
 	metrics   *metrics
 	bundles   bundleCache
 	driving   driving
+	orphans   orphanKeys // recovery.go
 	histories *bus.Histories
 	trees     treeSlots
 	folds     foldStash // fan-out children's reports (fold.go)

@@ -61,6 +61,41 @@ func (d *driving) release(runID string) {
 	delete(d.runs, runID)
 }
 
+// orphanKeys remembers when each active key without a run record was
+// first seen (tryResume), so that one is removed only a lease later: the
+// accepting coordinator creates the record right after the key.
+type orphanKeys struct {
+	mu    sync.Mutex
+	since map[string]time.Time
+}
+
+// lapsed notes runID's key seen without a record at now, and reports
+// whether it was first seen so at least grace before.
+func (o *orphanKeys) lapsed(runID string, now time.Time, grace time.Duration) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	first, ok := o.since[runID]
+	if !ok {
+		if o.since == nil {
+			o.since = map[string]time.Time{}
+		}
+		o.since[runID] = now
+		return false
+	}
+	if now.Sub(first) < grace {
+		return false
+	}
+	delete(o.since, runID)
+	return true
+}
+
+// forget drops runID: its record is there.
+func (o *orphanKeys) forget(runID string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.since, runID)
+}
+
 // recoverLoop resumes unfinished runs whose owner's lease lapsed: their
 // coordinator died or stopped. State comes from the run record; outcomes
 // wait in the run's durable outcome consumer.
@@ -104,10 +139,20 @@ func (c *Coordinator) tryResume(ctx context.Context, runID string) error {
 	}
 	rec, rev, err := loadRecord(ctx, c.bus.Runs(), runID)
 	if errors.Is(err, bus.ErrNotFound) {
+		// A run's active key is put before its record is created
+		// (acceptPrepared), so that a coordinator dying in between
+		// leaves nothing unresumable: a key without a record is a
+		// run being accepted right now, or one whose accepting
+		// coordinator died before the record. Only the second is
+		// removed, a lease after it was first seen so.
+		if !c.orphans.lapsed(runID, time.Now(), c.cfg.Lease) {
+			return nil
+		}
 		return c.bus.Runs().Delete(ctx, activeKey(runID))
 	} else if err != nil {
 		return err
 	}
+	c.orphans.forget(runID)
 	if rec.Status.Final() {
 		if rec.ParentRunID != "" {
 			return c.redeliver(ctx, rec)
